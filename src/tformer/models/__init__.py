@@ -1,0 +1,8 @@
+"""The three families, assembled from the same parts: `EncoderDecoder` (the paper), `Bert`
+(encoder-only) and `GPT` (decoder-only)."""
+
+from tformer.models.bert import Bert, BertClassifier, BertForPretraining
+from tformer.models.gpt import GPT
+from tformer.models.seq2seq import EncoderDecoder
+
+__all__ = ["Bert", "BertClassifier", "BertForPretraining", "EncoderDecoder", "GPT"]

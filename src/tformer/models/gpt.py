@@ -1,0 +1,51 @@
+"""Decoder-only Transformer (GPT, Radford et al. 2018/2019): a causal stack of self-attention layers and a
+language-model head. As a density it is a NADE: p(x_t | x_<t) = softmax(logits_{t-1}).
+
+B batch, T new length, S cached + new length, d width, V vocabulary.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from tformer.config import GPTConfig
+from tformer.models.init import init_weights
+from tformer.models.stacks import Stack, build_embeddings, positions_for
+from tformer.nn.kv_cache import LayerCache
+
+
+class GPT(nn.Module):
+    def __init__(self, config: GPTConfig) -> None:
+        super().__init__()
+        self.config = config
+        tokens = nn.Embedding(config.vocab_size, config.d_model)
+        self.embed = build_embeddings(config, tokens)
+        self.decoder = Stack(config, n_layers=config.n_layers)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        init_weights(self, config.init, n_layers=config.n_layers)
+        if config.tie_embeddings:
+            self.lm_head.weight = tokens.weight
+
+    def forward(self, ids: Tensor, *, valid: Tensor | None = None, positions: Tensor | None = None,
+                caches: list[LayerCache] | None = None) -> Tensor:
+        """ids (B, T); valid (B, S) True at real tokens among all keys so far (None: all real);
+        positions (B, T) (None: continue from the cache). Returns logits (B, T, V)."""
+        offset = 0 if caches is None else caches[0].self_kv.length
+        if positions is None:
+            positions = positions_for(ids, offset)
+        x = self.embed(ids, positions)  # (B, T, d)
+        mask = None if valid is None else valid[:, None, None, :]  # (B, 1, 1, S)
+        h = self.decoder(x, mask=mask, causal=True, positions=positions, caches=caches)
+        return self.lm_head(h)
+
+    def new_caches(self, batch: int, max_len: int) -> list[LayerCache]:
+        p = self.lm_head.weight
+        return self.decoder.new_caches(batch=batch, max_len=max_len, dtype=p.dtype, device=p.device)
+
+
+def left_padded_positions(valid: Tensor) -> Tensor:
+    """(B, T) validity of a left-padded batch -> positions counting from each row's first real token."""
+    return (valid.long().cumsum(-1) - 1).clamp(min=0)
+
+
+__all__ = ["GPT", "left_padded_positions"]

@@ -1,0 +1,61 @@
+"""Key/value caches for incremental decoding.
+
+`KVCache`: self-attention keys and values, preallocated to the longest length and filled step by step
+(prefill writes the prompt, each decode step one position). `StaticKV`: cross-attention keys and values,
+computed once from the encoder output and reused at every step. Both reorder along the batch for beam
+search.
+
+B batch, Hk key/value heads, S cached length, D head width.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+class KVCache:
+    def __init__(self, *, batch: int, n_kv_heads: int, max_len: int, head_dim: int,
+                 dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> None:
+        shape = (batch, n_kv_heads, max_len, head_dim)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)  # (B, Hk, S_max, D)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        self.length = 0
+
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Append (B, Hk, T, D) and return everything cached so far, (B, Hk, S, D)."""
+        end = self.length + k.shape[2]
+        if end > self.k.shape[2]:
+            raise ValueError(f"KV cache overflow: {end} positions > max_len={self.k.shape[2]}")
+        self.k[:, :, self.length : end] = k
+        self.v[:, :, self.length : end] = v
+        self.length = end
+        return self.k[:, :, :end], self.v[:, :, :end]
+
+    def reorder(self, index: Tensor) -> None:
+        self.k = self.k.index_select(0, index)
+        self.v = self.v.index_select(0, index)
+
+
+class StaticKV:
+    def __init__(self) -> None:
+        self.k: Tensor | None = None
+        self.v: Tensor | None = None
+
+    def reorder(self, index: Tensor) -> None:
+        if self.k is not None:
+            self.k = self.k.index_select(0, index)
+            self.v = self.v.index_select(0, index)
+
+
+class LayerCache:
+    """What one layer keeps between decoding steps."""
+
+    def __init__(self, self_kv: KVCache, cross_kv: StaticKV | None = None) -> None:
+        self.self_kv = self_kv
+        self.cross_kv = cross_kv
+
+    def reorder(self, index: Tensor) -> None:
+        self.self_kv.reorder(index)
+        if self.cross_kv is not None:
+            self.cross_kv.reorder(index)
