@@ -51,6 +51,8 @@ def _probability(name: str, value: float) -> None:
 class NormConfig:
     """Which norm, and where: post-LN `norm(x + f(x))` as in the paper, or pre-LN `x + f(norm(x))`."""
 
+    DERIVED = ("final",)  # filled in by __post_init__ when left None
+
     kind: str = "layernorm"
     eps: float = 1e-5
     placement: str = "post"
@@ -248,14 +250,23 @@ def from_dict(cls: type[C], data: dict, *, where: str = "") -> C:
     if not isinstance(data, dict):
         raise ValueError(f"{where or cls.__name__}: expected a mapping, got {type(data).__name__}")
     hints = typing.get_type_hints(cls)
-    known = {f.name for f in dataclasses.fields(cls) if f.init}
+    known = {f.name: f for f in dataclasses.fields(cls) if f.init}
     kwargs = {}
     for key, value in data.items():
         name = f"{where}{key}"
         if key not in known:
             raise ValueError(f"unknown config key {name!r}; known keys: {', '.join(sorted(known))}")
+        factory = known[key].default_factory
+        if dataclasses.is_dataclass(hints[key]) and isinstance(value, dict) and factory is not dataclasses.MISSING:
+            value = {**_given(factory()), **value}  # a partial sub-config overrides the family's default
         kwargs[key] = _coerce(hints[key], value, name)
     return cls(**kwargs)
+
+
+def _given(config: Any) -> dict:
+    """A sub-config's own values, leaving out those its __post_init__ derives."""
+    derived = getattr(config, "DERIVED", ())
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name not in derived}
 
 
 def _coerce(hint: Any, value: Any, name: str) -> Any:

@@ -39,8 +39,9 @@ class Bert(nn.Module):
         Returns hidden states (B, T, d) and the pooled [CLS] vector (B, d)."""
         if valid is None:
             valid = ids != self.config.pad_id
-        x = self.embed(ids, positions_for(ids), segments)  # (B, T, d)
-        h = self.encoder(x, mask=attention_mask(ids.shape[1], valid))
+        positions = positions_for(ids)  # (B, T)
+        x = self.embed(ids, positions, segments)  # (B, T, d)
+        h = self.encoder(x, mask=attention_mask(ids.shape[1], valid), positions=positions)
         return h, torch.tanh(self.pooler(h[:, 0]))
 
 

@@ -40,8 +40,9 @@ class EncoderDecoder(nn.Module):
         """src (B, S) ids; src_valid (B, S) True at real tokens (default: ids != pad). -> (B, S, d)."""
         if src_valid is None:
             src_valid = src != self.config.pad_id
-        x = self.src_embed(src, positions_for(src))  # (B, S, d)
-        return self.encoder(x, mask=attention_mask(src.shape[1], src_valid))
+        positions = positions_for(src)  # (B, S); RoPE needs them inside attention too
+        x = self.src_embed(src, positions)  # (B, S, d)
+        return self.encoder(x, mask=attention_mask(src.shape[1], src_valid), positions=positions)
 
     def decode(self, tgt: Tensor, memory: Tensor, src_valid: Tensor, *, tgt_valid: Tensor | None = None,
                caches: list[LayerCache] | None = None, offset: int = 0) -> Tensor:

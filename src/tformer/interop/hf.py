@@ -1,0 +1,240 @@
+"""Hugging Face checkpoints in and out, without importing `transformers`.
+
+A checkpoint is a directory: `config.json` (with `model_type`) and the weights, `model.safetensors` (also
+read: a sharded `model.safetensors.index.json`, and the older `pytorch_model.bin`).
+
+    from_hf(path) -> (model, config)   read; map the config and the weight names; build our model; load
+    to_hf(model, path)                 map back and write config.json + model.safetensors, which
+                                       `transformers`' `AutoModel...from_pretrained(path)` loads
+
+One small mapping module per Hugging Face `model_type` (gpt2, bert, marian, llama) holds what differs;
+each provides
+
+    MODEL_TYPE, ARCHITECTURE, FAMILY    "gpt2", "GPT2LMHeadModel", and our family ("gpt", "bert", "seq2seq")
+    mismatches(cfg) -> [str]            our config values it cannot express ([] = it can)
+    config_from_hf(d) / config_to_hf(cfg)
+    state_from_hf(sd, cfg) / state_to_hf(sd, cfg)
+
+Export picks, for the model's family, the first mapping with no mismatches (a GPT with RoPE, RMSNorm and
+SwiGLU is a Llama; one with learned positions and LayerNorm is a GPT-2). This file also holds the helpers
+the mapping modules share.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+
+from tformer.config import TransformerConfig, family_of
+from tformer.models import GPT, BertForPretraining, EncoderDecoder
+from tformer.models.presets import build_model
+
+CONFIG = "config.json"
+WEIGHTS = "model.safetensors"
+# What a checkpoint's weights may be stored as, in the order we look for them.
+WEIGHT_FILES = (WEIGHTS, "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+EXPORTABLE = (GPT, BertForPretraining, EncoderDecoder)
+
+# Activation names: Hugging Face's (ACT2FN) -> ours, and ours -> the name we write.
+ACTIVATIONS_FROM_HF = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+                       "silu": "silu", "swish": "silu"}
+ACTIVATIONS_TO_HF = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "silu": "silu"}
+
+
+class Mapping(Protocol):
+    """What a mapping module provides (modules satisfy this structurally)."""
+
+    MODEL_TYPE: str
+    ARCHITECTURE: str
+    FAMILY: str
+
+    def mismatches(self, cfg: Any) -> list[str]: ...
+    def config_from_hf(self, d: dict) -> TransformerConfig: ...
+    def config_to_hf(self, cfg: Any) -> dict: ...
+    def state_from_hf(self, sd: dict[str, Tensor], cfg: Any) -> dict[str, Tensor]: ...
+    def state_to_hf(self, sd: dict[str, Tensor], cfg: Any) -> dict[str, Tensor]: ...
+
+
+def registry() -> dict[str, Mapping]:
+    """The mapping modules by Hugging Face `model_type`. Imported here rather than at the top of the file
+    because they import the helpers below."""
+    from tformer.interop import bert, gpt2, llama, marian
+
+    return {m.MODEL_TYPE: m for m in (gpt2, bert, marian, llama)}
+
+
+# --- the public API -----------------------------------------------------------------------------------
+
+
+def from_hf(path: str | Path) -> tuple[nn.Module, TransformerConfig]:
+    """Read a Hugging Face checkpoint directory into our model (in eval mode, float32) and its config."""
+    hf_config, tensors = read_checkpoint(path)
+    mapping = registry()[hf_config["model_type"]]
+    config = mapping.config_from_hf(hf_config)
+    model = build_model(config)
+    try:
+        model.load_state_dict(mapping.state_from_hf(tensors, config))
+    except RuntimeError as e:  # torch's message spans lines; keep it to one
+        raise ValueError(f"{path}: the weights do not fit config.json ({' '.join(str(e).split())})") from None
+    return model.eval(), config
+
+
+def to_hf(model: nn.Module, path: str | Path) -> None:
+    """Write `model` as a Hugging Face checkpoint directory (config.json + model.safetensors). The write is
+    atomic: on any failure nothing new is left at `path`."""
+    if not isinstance(model, EXPORTABLE):
+        raise ValueError(f"to_hf writes {', '.join(c.__name__ for c in EXPORTABLE)} models, "
+                         f"not {type(model).__name__}")
+    config = model.config
+    mapping = mapping_for(config)
+    hf_config = mapping.config_to_hf(config)
+    hf_config["dtype"] = str(next(model.parameters()).dtype).removeprefix("torch.")
+    tensors = mapping.state_to_hf(model.state_dict(), config)
+    write_checkpoint(path, hf_config, {k: v.detach().cpu().contiguous() for k, v in tensors.items()})
+
+
+def mapping_for(config: TransformerConfig) -> Mapping:
+    """The Hugging Face mapping that can express `config`, or a ValueError naming the values that stop
+    each candidate."""
+    family = family_of(config)
+    reasons = []
+    for mapping in registry().values():
+        if mapping.FAMILY != family:
+            continue
+        problems = mapping.mismatches(config)
+        if not problems:
+            return mapping
+        reasons.append(f"as {mapping.MODEL_TYPE}: {', '.join(problems)}")
+    raise ValueError(f"this {type(config).__name__} has no Hugging Face equivalent ({'; '.join(reasons)})")
+
+
+# --- files --------------------------------------------------------------------------------------------
+
+
+def read_checkpoint(path: str | Path) -> tuple[dict, dict[str, Tensor]]:
+    """-> (config.json as a dict, weights by name). Errors name the path and what is expected there."""
+    path = Path(path)
+    if not path.is_dir():
+        raise ValueError(f"{path} is not a directory; expected a Hugging Face checkpoint directory "
+                         f"with {CONFIG} and {WEIGHTS}")
+    config_file = path / CONFIG
+    if not config_file.is_file():
+        raise ValueError(f"{path} has no {CONFIG}; expected a Hugging Face checkpoint directory "
+                         f"with {CONFIG} and {WEIGHTS}")
+    try:
+        hf_config = json.loads(config_file.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{config_file} is not valid JSON ({e})") from None
+    model_type = hf_config.get("model_type") if isinstance(hf_config, dict) else None
+    if model_type not in registry():
+        raise ValueError(f"{config_file}: model_type={model_type!r} is not supported; "
+                         f"supported: {', '.join(sorted(registry()))}")
+    for name in WEIGHT_FILES:
+        if (path / name).is_file():
+            return hf_config, load_weights(path / name)
+    raise ValueError(f"{path} has no weights; expected one of {', '.join(WEIGHT_FILES)}")
+
+
+def load_weights(file: Path) -> dict[str, Tensor]:
+    """One weights file, or every shard an `*.index.json` names."""
+    if file.name.endswith(".index.json"):
+        shards = sorted(set(json.loads(file.read_text())["weight_map"].values()))
+        return {k: v for shard in shards for k, v in load_weights(file.parent / shard).items()}
+    if file.suffix == ".safetensors":
+        return load_file(file)
+    return torch.load(file, map_location="cpu", weights_only=True)
+
+
+def write_checkpoint(path: str | Path, hf_config: dict, tensors: dict[str, Tensor]) -> None:
+    """Write into a temporary directory beside `path`, then move it into place: a new `path` appears
+    whole; into an existing directory each file is replaced atomically, config.json last."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{path} is a file; to_hf writes a checkpoint directory there")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        save_file(tensors, tmp / WEIGHTS, metadata={"format": "pt"})
+        (tmp / CONFIG).write_text(json.dumps(hf_config, indent=2, sort_keys=True) + "\n")
+        if path.exists():
+            for name in (WEIGHTS, CONFIG):
+                os.replace(tmp / name, path / name)
+        else:
+            tmp.rename(path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# --- helpers for the mapping modules ------------------------------------------------------------------
+
+
+class Weights:
+    """A checkpoint's tensors by name. It remembers which were read, so that a weight nothing maps is an
+    error (`check_all_used`) rather than silently dropped; `ignore` holds regexes for names that carry no
+    information of their own (buffers, copies of tied weights)."""
+
+    def __init__(self, tensors: dict[str, Tensor], *, ignore: tuple[str, ...] = ()) -> None:
+        self.tensors = tensors
+        self.ignore = [re.compile(p) for p in ignore]
+        self.used: set[str] = set()
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.tensors
+
+    def __getitem__(self, name: str) -> Tensor:
+        if name not in self.tensors:
+            raise ValueError(f"the checkpoint has no weight {name!r} (it has {len(self.tensors)} weights, "
+                             f"e.g. {', '.join(sorted(self.tensors)[:3])})")
+        self.used.add(name)
+        return self.tensors[name]
+
+    def check_all_used(self) -> None:
+        left = sorted(k for k in self.tensors
+                      if k not in self.used and not any(p.fullmatch(k) for p in self.ignore))
+        if left:
+            raise ValueError(f"the checkpoint has {len(left)} weights our model has no place for: "
+                             f"{', '.join(left[:5])}{' ...' if len(left) > 5 else ''}")
+
+
+def linear(ours: str, theirs: str, *, bias: bool = True) -> list[tuple[str, str]]:
+    """(our name, their name) pairs for a module's weight and, if it has one, bias."""
+    return [(f"{ours}.weight", f"{theirs}.weight")] + ([(f"{ours}.bias", f"{theirs}.bias")] if bias else [])
+
+
+def unmet(cfg: TransformerConfig, required: dict[str, tuple]) -> list[str]:
+    """'name=value (needs ...)' for each dotted config name whose value is not among `required[name]`."""
+    out = []
+    for name, allowed in required.items():
+        value = operator.attrgetter(name)(cfg)
+        if value not in allowed:
+            out.append(f"{name}={value!r} (needs {' or '.join(map(repr, allowed))})")
+    return out
+
+
+def activation_from_hf(name: str, table: dict[str, str] = ACTIVATIONS_FROM_HF) -> str:
+    if name not in table:
+        raise ValueError(f"activation {name!r} has no equivalent here; supported: {', '.join(table)}")
+    return table[name]
+
+
+def require(d: dict, key: str, allowed: tuple, default: Any = None) -> None:
+    """A Hugging Face config option our models do not implement must be at a value they match."""
+    value = d.get(key, default)
+    if value not in allowed:
+        raise ValueError(f"{d.get('model_type')} config {key}={value!r} has no equivalent here; "
+                         f"supported: {' or '.join(map(repr, allowed))}")
+
+
+def first_id(value: int | list[int] | None) -> int | None:
+    """Hugging Face allows a list of ids (e.g. several eos tokens); we keep the first."""
+    return (value or [None])[0] if isinstance(value, list) else value

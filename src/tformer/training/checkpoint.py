@@ -1,0 +1,276 @@
+"""Checkpoints: one directory each, written atomically.
+
+    <path>/model.safetensors   the weights (safetensors; a tied tensor is stored once, under one name)
+    <path>/config.yaml         family, model class and the model config, as plain data
+    <path>/trainer.pt          optimizer and scheduler state, the caller's state (step, epoch, batch
+                               position in the epoch, ...) and the RNG states (python, numpy, torch CPU,
+                               CUDA); only when training state is passed
+    <path>/tokenizer/          written by the tokenizer's own `save(dir)`, when one is passed
+
+Atomic: everything is written into a hidden sibling directory, each file fsync'd, and only then renamed
+onto `<path>` (an existing checkpoint is first renamed aside, then deleted). An exception while writing
+removes the sibling and leaves the old checkpoint as it was; a crash (power loss) can leave only a stale
+`.<name>.tmp-*` sibling behind, never a half-written `<path>`.
+
+Resuming: `model, config = load_model(path)` (or an already built model, passed as `model=` below), build
+the optimizer and scheduler as at the start, then `state = load_training_state(path, optimizer=...,
+scheduler=...)`, last: building draws random numbers, and restoring the RNG must come after it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import uuid
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import safetensors.torch
+import torch
+import yaml
+from torch import nn
+
+import tformer.models
+from tformer.config import FAMILIES, TransformerConfig, family_of, from_dict, to_dict
+from tformer.models.presets import build_model
+
+MODEL_FILE = "model.safetensors"
+CONFIG_FILE = "config.yaml"
+TRAINER_FILE = "trainer.pt"
+TOKENIZER_DIR = "tokenizer"
+
+
+class SavesToDirectory(Protocol):
+    def save(self, directory: Path) -> object: ...
+
+
+# --- saving ---------------------------------------------------------------------------------------------
+
+
+def save_checkpoint(path: str | os.PathLike, *, model: nn.Module, config: TransformerConfig,
+                    optimizer: torch.optim.Optimizer | None = None,
+                    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None, state: dict | None = None,
+                    tokenizer: SavesToDirectory | None = None) -> None:
+    """Write the checkpoint directory `path`, replacing any checkpoint there only once complete.
+
+    trainer.pt is written when any of optimizer, scheduler or state is given: their states, and the RNG
+    states. `state` is the loop's own plain data (numbers, strings, None, lists, dicts, tensors), e.g.
+    the step, the epoch and the batch position in it; `load_training_state` returns it unchanged.
+    `tokenizer.save(dir)` is called with an existing, empty `tokenizer/` directory."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"checkpoint {path}: exists and is not a directory")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:12]}"
+    tmp.mkdir()
+    try:
+        safetensors.torch.save_model(model, str(tmp / MODEL_FILE))
+        meta = {"family": family_of(config), "model": type(model).__name__, "config": to_dict(config)}
+        (tmp / CONFIG_FILE).write_text(yaml.safe_dump(meta, sort_keys=False))
+        if optimizer is not None or scheduler is not None or state is not None:
+            trainer = {
+                "optimizer": None if optimizer is None else optimizer.state_dict(),
+                "scheduler": None if scheduler is None else scheduler.state_dict(),
+                "state": dict(state or {}),
+                "rng": rng_states(),
+            }
+            torch.save(trainer, tmp / TRAINER_FILE)
+        if tokenizer is not None:
+            (tmp / TOKENIZER_DIR).mkdir()
+            tokenizer.save(tmp / TOKENIZER_DIR)
+        _fsync_tree(tmp)
+        _swap_into_place(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _fsync_tree(root: Path) -> None:
+    """Flush every file and directory under `root` to disk, so the rename publishes complete data."""
+    for dirpath, _, filenames in os.walk(root):
+        for name in filenames:
+            with open(os.path.join(dirpath, name), "rb") as f:
+                os.fsync(f.fileno())
+        _fsync_dir(Path(dirpath))
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # platforms that cannot open a directory (Windows): nothing to flush
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _swap_into_place(tmp: Path, path: Path) -> None:
+    """rename(tmp, path); a non-empty directory cannot be renamed over, so an old one is moved aside
+    first and deleted after (and moved back if the second rename fails)."""
+    old = None
+    if path.exists():
+        old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:12]}"
+        os.replace(path, old)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        if old is not None:
+            os.replace(old, path)
+        raise
+    _fsync_dir(path.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+# --- RNG ------------------------------------------------------------------------------------------------
+
+
+def rng_states() -> dict:
+    """The states of every generator training draws from: python `random` (data shuffling), numpy, torch
+    CPU (dropout, masking) and each CUDA device. Plain types and tensors, so `torch.load` needs no
+    pickled classes."""
+    np_state = np.random.get_state(legacy=False)
+    return {
+        "python": random.getstate(),
+        "numpy": {
+            "key": torch.from_numpy(np_state["state"]["key"].astype(np.int64)),
+            "pos": int(np_state["state"]["pos"]),
+            "has_gauss": int(np_state["has_gauss"]),
+            "gauss": float(np_state["gauss"]),
+        },
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+
+
+def set_rng_states(states: dict) -> None:
+    """Restore what `rng_states` returned (CUDA devices: as many as both the saved and this machine have)."""
+    python = states["python"]
+    random.setstate((python[0], tuple(python[1]), python[2]))
+    n = states["numpy"]
+    np.random.set_state({
+        "bit_generator": "MT19937",
+        "state": {"key": n["key"].numpy().astype(np.uint32), "pos": n["pos"]},
+        "has_gauss": n["has_gauss"], "gauss": n["gauss"],
+    })
+    torch.set_rng_state(states["torch"])
+    if torch.cuda.is_available():
+        for device, cuda_state in enumerate(states["cuda"][: torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(cuda_state, device)
+
+
+# --- loading --------------------------------------------------------------------------------------------
+
+
+def load_config(path: str | os.PathLike) -> tuple[TransformerConfig, str]:
+    """(the model config, the saved model's class name) from `<path>/config.yaml`."""
+    path = Path(path)
+    meta = _read_yaml(path)
+    family = meta.get("family")
+    if family not in FAMILIES:
+        known = ", ".join(FAMILIES)
+        raise ValueError(f"checkpoint {path}: {CONFIG_FILE} has family={family!r}; known: {known}")
+    try:
+        config = from_dict(FAMILIES[family], meta.get("config") or {})
+    except ValueError as e:
+        raise ValueError(f"checkpoint {path}: {CONFIG_FILE}: {e}") from None
+    return config, str(meta.get("model", ""))
+
+
+def load_model(path: str | os.PathLike, *,
+               device: str | torch.device = "cpu") -> tuple[nn.Module, TransformerConfig]:
+    """Rebuild the model from config.yaml and load its weights; returns (model in eval mode, config).
+
+    The model is `build_model(config)` (EncoderDecoder, BertForPretraining, GPT), or the saved class if
+    config.yaml names another model of `tformer.models` (a BertClassifier, a bare Bert). Tied weights come
+    back tied: they are one tensor in the model, and the file holds it once."""
+    path = Path(path)
+    config, class_name = load_config(path)
+    model = _build(path, config, class_name).to(device)
+    load_weights(model, path)
+    return model.eval(), config
+
+
+def load_weights(model: nn.Module, path: str | os.PathLike) -> None:
+    """Copy `<path>/model.safetensors` into `model` in place (on the model's device); every key must match.
+    Tied parameters are one tensor in the model, so loading the one stored copy fills them all."""
+    path = Path(path)
+    weights = _require(path, MODEL_FILE)
+    device = next(iter(model.state_dict().values())).device
+    try:
+        safetensors.torch.load_model(model, weights, strict=True, device=str(device))
+    except Exception as e:  # a corrupt file, or weights of another architecture
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        where = f"checkpoint {path}: cannot load {MODEL_FILE} into {type(model).__name__}"
+        raise ValueError(f"{where}: {first}") from None
+
+
+def _build(path: Path, config: TransformerConfig, class_name: str) -> nn.Module:
+    model = build_model(config)
+    if class_name and class_name != type(model).__name__:
+        cls = getattr(tformer.models, class_name, None) if class_name in tformer.models.__all__ else None
+        if cls is None:
+            known = ", ".join(tformer.models.__all__)
+            raise ValueError(f"checkpoint {path}: {CONFIG_FILE} names model {class_name!r}; known: {known}")
+        model = cls(config)
+    return model
+
+
+def load_training_state(path: str | os.PathLike, *, optimizer: torch.optim.Optimizer | None = None,
+                        scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+                        model: nn.Module | None = None, restore_rng: bool = True) -> dict:
+    """Restore the optimizer and scheduler (built as before, over the model) and the RNG states from
+    trainer.pt, and with `model` also the weights into that model; returns the `state` dict saved."""
+    path = Path(path)
+    if model is not None:
+        load_weights(model, path)
+    file = _require(path, TRAINER_FILE)
+    try:
+        trainer = torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise ValueError(f"checkpoint {path}: {TRAINER_FILE} is corrupt ({type(e).__name__})") from None
+    for name, obj in (("optimizer", optimizer), ("scheduler", scheduler)):
+        if obj is not None and trainer.get(name) is None:
+            raise ValueError(f"checkpoint {path}: {TRAINER_FILE} holds no {name} state")
+    if optimizer is not None:
+        optimizer.load_state_dict(trainer["optimizer"])
+    if scheduler is not None:
+        scheduler.load_state_dict(trainer["scheduler"])
+    if restore_rng:
+        set_rng_states(trainer["rng"])
+    return trainer["state"]
+
+
+def tokenizer_dir(path: str | os.PathLike) -> Path | None:
+    """`<path>/tokenizer`, to pass to the tokenizer class's `load`, or None if the checkpoint has none."""
+    directory = Path(path) / TOKENIZER_DIR
+    return directory if directory.is_dir() else None
+
+
+def _require(path: Path, name: str) -> Path:
+    if not path.is_dir():
+        raise ValueError(f"checkpoint {path}: no such directory")
+    file = path / name
+    if not file.is_file():
+        raise ValueError(f"checkpoint {path}: missing {name}")
+    return file
+
+
+def _read_yaml(path: Path) -> dict:
+    file = _require(path, CONFIG_FILE)
+    try:
+        meta = yaml.safe_load(file.read_text())
+    except yaml.YAMLError as e:
+        raise ValueError(f"checkpoint {path}: {CONFIG_FILE} is not valid YAML ({type(e).__name__})") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"checkpoint {path}: {CONFIG_FILE} is not a mapping")
+    return meta
+
+
+__all__ = [
+    "CONFIG_FILE", "MODEL_FILE", "TOKENIZER_DIR", "TRAINER_FILE", "load_config", "load_model",
+    "load_training_state", "load_weights", "rng_states", "save_checkpoint", "set_rng_states", "tokenizer_dir",
+]

@@ -1,0 +1,76 @@
+"""Optimisers: Adam as in the paper (Vaswani et al. 2017, sec. 5.3: beta1 0.9, beta2 0.98, eps 1e-9) or
+AdamW (Loshchilov & Hutter 2019, https://arxiv.org/abs/1711.05101), with weight decay on weight matrices
+only.
+
+Weight decay is the L2 penalty of the notes, (lambda / 2) ||W||^2, added to the loss of the weight
+matrices (Linear weights and embeddings) and never to biases or norm gains: those set offsets and scales,
+and pulling them to zero only fights the model. "adam" adds lambda W to the gradient (classic L2, which
+Adam then rescales per coordinate); "adamw" decouples it, shrinking W by lr * lambda * W after the Adam
+step, so that every weight decays at the same rate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+OPTIMIZERS = ("adam", "adamw")
+
+
+@dataclass(kw_only=True)
+class OptimConfig:
+    """`lr` is the base learning rate the schedule scales: the factor of the paper's schedule (which supplies
+    d^-0.5 itself, so 1.0 is the paper), or the peak of the cosine and constant schedules.
+    `clip_norm` is the largest global gradient norm before a step (None: no clipping); the loop applies it."""
+
+    name: str = "adam"
+    lr: float = 1.0
+    betas: tuple[float, float] = (0.9, 0.98)
+    eps: float = 1e-9
+    weight_decay: float = 0.0
+    clip_norm: float | None = 1.0
+
+    def __post_init__(self) -> None:
+        if self.name not in OPTIMIZERS:
+            allowed = ", ".join(OPTIMIZERS)
+            raise ValueError(f"optim.name={self.name!r} is not allowed; choose one of {allowed}")
+        if not self.lr > 0:
+            raise ValueError(f"optim.lr={self.lr!r} must be > 0")
+        betas = tuple(self.betas)
+        if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
+            raise ValueError(f"optim.betas={self.betas!r} must be two numbers in [0, 1)")
+        self.betas = (float(betas[0]), float(betas[1]))
+        if not self.eps > 0:
+            raise ValueError(f"optim.eps={self.eps!r} must be > 0")
+        if not self.weight_decay >= 0:
+            raise ValueError(f"optim.weight_decay={self.weight_decay!r} must be >= 0")
+        if self.clip_norm is not None and not self.clip_norm > 0:
+            raise ValueError(f"optim.clip_norm={self.clip_norm!r} must be > 0, or null for no clipping")
+
+
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """Two groups of the trainable parameters: weight matrices and embeddings (dim >= 2) decayed with
+    `weight_decay`, and biases and norm weights (dim < 2) not decayed. A tied parameter (the output layer
+    sharing the embedding matrix) is one tensor and appears once. Both groups are always present, so that
+    an optimizer's state dict has the same layout for every model (resuming relies on it)."""
+    decay, no_decay = [], []
+    for _, p in model.named_parameters():  # named_parameters skips repeats of a shared tensor
+        if p.requires_grad:
+            (decay if p.dim() >= 2 else no_decay).append(p)
+    return [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+
+
+def build_optimizer(model: nn.Module, config: OptimConfig) -> torch.optim.Optimizer:
+    """Adam (weight decay as L2 on the gradient) or AdamW (decoupled weight decay) over `param_groups`,
+    at base learning rate `config.lr`; a schedule from `build_scheduler` scales it every step."""
+    groups = param_groups(model, config.weight_decay)
+    cls = torch.optim.Adam if config.name == "adam" else torch.optim.AdamW
+    return cls(groups, lr=config.lr, betas=config.betas, eps=config.eps, weight_decay=config.weight_decay)
+
+
+__all__ = ["OPTIMIZERS", "OptimConfig", "build_optimizer", "param_groups"]
