@@ -266,12 +266,13 @@ def from_dict(cls: type[C], data: dict, *, where: str = "") -> C:
 def _given(config: Any) -> dict:
     """A sub-config's own values, leaving out those its __post_init__ derives."""
     derived = getattr(config, "DERIVED", ())
-    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name not in derived}
+    values = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name not in derived}
+    return {k: _given(v) if dataclasses.is_dataclass(v) else v for k, v in values.items()}
 
 
 def _coerce(hint: Any, value: Any, name: str) -> Any:
     if dataclasses.is_dataclass(hint):
-        return from_dict(hint, value, where=f"{name}.")
+        return value if isinstance(value, hint) else from_dict(hint, value, where=f"{name}.")
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         options = typing.get_args(hint)

@@ -1,0 +1,205 @@
+"""The `tformer` command.
+
+    tformer train CONFIG.yaml [key=value ...] [--resume]
+    tformer translate --checkpoint DIR [--input F] [--output F] [--beam N] [--lenpen X]
+    tformer evaluate --checkpoint DIR [--split test] [--beam N] [--lenpen X]
+    tformer demo CONFIG.yaml [key=value ...]
+    tformer convert --from-hf DIR --out DIR   |   tformer convert --to-hf CHECKPOINT --out DIR
+
+A user error (bad config, bad file, bad value) prints one line `tformer: error: ...` and exits with 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+EXIT_USER_ERROR = 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except (ValueError, FileNotFoundError, NotADirectoryError, RuntimeError) as e:
+        message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        print(f"tformer: error: {message}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("tformer: interrupted", file=sys.stderr)
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tformer", description="The Transformer family end to end.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("train", help="train a model from a YAML recipe")
+    p.add_argument("config", help="YAML recipe, e.g. configs/demo.yaml")
+    p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.max_steps=100")
+    p.add_argument("--resume", action="store_true", help="continue from OUT_DIR/last exactly")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(run=cmd_train)
+
+    p = sub.add_parser("translate", help="translate lines (stdin to stdout, or files)")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--input", help="file of source sentences, one a line (default: stdin)")
+    p.add_argument("--output", help="file for the translations (default: stdout)")
+    add_decode_args(p)
+    p.set_defaults(run=cmd_translate)
+
+    p = sub.add_parser("evaluate", help="translate a split and print sacrebleu BLEU and chrF")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--split", default="test", choices=("train", "valid", "test"))
+    p.add_argument("--limit", type=int, default=None, help="score only the first N sentences")
+    add_decode_args(p)
+    p.set_defaults(run=cmd_evaluate)
+
+    p = sub.add_parser("demo", help="train a translator, then score it on the test split")
+    p.add_argument("config", help="YAML recipe, e.g. configs/demo.yaml")
+    p.add_argument("overrides", nargs="*")
+    p.set_defaults(run=cmd_demo)
+
+    p = sub.add_parser("convert", help="Hugging Face checkpoints in and out")
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--from-hf", metavar="DIR", help="a local Hugging Face model directory to import")
+    group.add_argument("--to-hf", metavar="CHECKPOINT", help="a tformer checkpoint to export")
+    p.add_argument("--out", required=True, help="output directory")
+    p.set_defaults(run=cmd_convert)
+    return parser
+
+
+def add_decode_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy); default: the recipe's")
+    p.add_argument("--lenpen", type=float, default=None, help="length penalty exponent")
+    p.add_argument("--batch-size", type=int, default=None, help="sentences per decoding batch")
+
+
+def decode_config(args: argparse.Namespace, checkpoint: Path):  # noqa: ANN201
+    from tformer.tasks.translation import DecodeConfig
+
+    recipe = run_recipe(checkpoint)
+    base = vars(recipe.decode) if recipe is not None else {}
+    given = {"beam": args.beam, "lenpen": args.lenpen, "batch_size": args.batch_size}
+    return DecodeConfig(**{**base, **{k: v for k, v in given.items() if v is not None}})
+
+
+def run_recipe(checkpoint: Path):  # noqa: ANN201
+    """The recipe a checkpoint was trained with (RUN_DIR/recipe.yaml beside RUN_DIR/last), if any."""
+    from tformer.config import from_dict
+    from tformer.tasks.translation import TranslationRecipe
+
+    path = Path(checkpoint).resolve().parent / "recipe.yaml"
+    return from_dict(TranslationRecipe, yaml.safe_load(path.read_text())) if path.is_file() else None
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from tformer.tasks import load_recipe
+    from tformer.tasks.translation import train_translation
+
+    recipe = load_recipe(args.config, args.overrides)
+    state = train_translation(recipe, resume=args.resume, progress=not args.no_progress)
+    metrics = state.get("metrics", {})
+    print(f"step {state['step']}: " + ", ".join(f"{k} {v:.3f}" for k, v in metrics.items()))
+    print(f"checkpoints in {recipe.out_dir}/last and {recipe.out_dir}/best")
+    return 0
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    from tformer.tasks.translation import load_translator, translate
+
+    decode = decode_config(args, Path(args.checkpoint))
+    model, tokenizer = load_translator(args.checkpoint)
+    lines = read_lines(args.input)
+    hyps = translate(model, tokenizer, lines, decode)
+    text = "".join(h + "\n" for h in hyps)
+    if args.output:
+        write_atomic(Path(args.output), text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from tformer.tasks.translation import evaluate_checkpoint
+
+    checkpoint = Path(args.checkpoint)
+    recipe = run_recipe(checkpoint)
+    if recipe is None:
+        raise ValueError(f"no recipe.yaml beside {checkpoint}; evaluate needs the run directory's data settings")
+    decode = decode_config(args, checkpoint)
+    scores, pairs, hyps = evaluate_checkpoint(checkpoint, recipe.data, args.split, decode, limit=args.limit)
+    print(f"{args.split}: {len(pairs)} sentences, beam {decode.beam}, lenpen {decode.lenpen}")
+    print(scores)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from tformer.tasks import load_recipe
+    from tformer.tasks.translation import evaluate_checkpoint, train_translation
+
+    recipe = load_recipe(args.config, args.overrides)
+    print(f"training {recipe.model.preset} {recipe.data.src}->{recipe.data.tgt} for up to "
+          f"{recipe.train.time_budget_min} min / {recipe.train.max_steps} steps; run directory {recipe.out_dir}")
+    start = time.perf_counter()
+    state = train_translation(recipe)
+    print(f"trained {state['step']} steps in {(time.perf_counter() - start) / 60:.1f} min")
+    checkpoint = Path(recipe.out_dir) / "best"
+    scores, pairs, hyps = evaluate_checkpoint(checkpoint, recipe.data, "test", recipe.decode)
+    print(f"\ntest ({len(pairs)} sentences, beam {recipe.decode.beam}):\n{scores}\n")
+    for i in range(0, len(pairs), max(1, len(pairs) // 5))[:5]:
+        source, reference = pairs[i]
+        print(f"source:    {source}\nreference: {reference}\ntformer:   {hyps[i]}\n")
+    return 0
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    from tformer.interop import from_hf, to_hf
+    from tformer.training.checkpoint import load_model, save_checkpoint
+
+    if args.from_hf:
+        model, config = from_hf(args.from_hf)
+        save_checkpoint(Path(args.out), model=model, config=config)
+        print(f"imported {type(model).__name__} from {args.from_hf} into {args.out}")
+    else:
+        model, _ = load_model(args.to_hf)
+        to_hf(model, args.out)
+        print(f"exported {type(model).__name__} from {args.to_hf} to {args.out}")
+    return 0
+
+
+def read_lines(path: str | None) -> list[str]:
+    if path is None:
+        return [line.rstrip("\n") for line in sys.stdin]
+    try:
+        return Path(path).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise ValueError(f"input file {path} does not exist") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"input file {path} is not UTF-8 (byte {e.start})") from None
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a temporary file in the same directory, then rename: never a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

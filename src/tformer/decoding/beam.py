@@ -1,0 +1,156 @@
+"""Beam search for the encoder-decoder, batched across sentences (as fairseq's `SequenceGenerator`).
+
+Each sentence keeps `beam` live hypotheses; the batch decodes them as B * beam rows. At every step:
+
+    candidates = the best 2 * beam of  score(prefix) + log p(v | prefix, x)  over (prefix, v)
+    an end-symbol candidate among the best `beam`  -> a finished hypothesis
+    the best `beam` other candidates               -> the next live prefixes (caches reordered to match)
+
+The first step runs one row per sentence (all beams would be the same start symbol) and the first reorder
+expands the caches, so the encoder output and the cross-attention keys/values are computed once per
+sentence, not once per beam.
+
+Scores are length-normalised log-probabilities, `log_prob / lp(len)`, where `len` counts the end symbol
+when there is one:
+    fairseq   lp = len ** lenpen                     (lenpen 0: raw log-prob; > 0 favours longer output)
+    gnmt      lp = ((5 + len) / 6) ** lenpen         (Wu et al. 2016, https://arxiv.org/abs/1609.08144)
+
+Stopping: a sentence is done once it has `beam` finished hypotheses and no live one can beat the worst of
+them (log-probs only fall, so a live prefix's best final score is its score now normalised by the shortest
+or the longest length it can still reach), or at its maximum length, where live hypotheses are finished
+without an end symbol. With lenpen 0, beam 1 is exactly greedy; with lenpen > 0 it may not be, because a
+live prefix can overtake a shorter finished one.
+
+B batch (sentences), K beam, N live sentences, t tokens generated so far, V vocabulary, d width.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from tformer.decoding.greedy import eval_mode, max_lengths, next_log_probs, reorder_rows, source_lengths
+
+LENPEN_KINDS = ("fairseq", "gnmt")
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    tokens: list[int]  # without the start symbol and without the end symbol
+    score: float  # log_prob / lp(len), what hypotheses are ranked by
+    log_prob: float  # sum of the log-probabilities of the tokens (and of the end symbol, if any)
+    eos: bool  # whether it ended with the end symbol (counted in len) or was cut at the maximum length
+
+
+def length_penalty(length: int, *, lenpen: float, kind: str = "fairseq") -> float:
+    """The divisor lp(len) of the log-probability; see the module docstring."""
+    if kind == "gnmt":
+        return ((5.0 + length) / 6.0) ** lenpen
+    return float(length) ** lenpen
+
+
+def _check(*, beam: int, n_best: int, lenpen_kind: str, vocab_size: int) -> None:
+    if not isinstance(beam, int) or isinstance(beam, bool) or beam < 1:
+        raise ValueError(f"beam={beam!r} must be a positive integer")
+    if beam >= vocab_size:
+        raise ValueError(f"beam={beam} must be smaller than the vocabulary ({vocab_size} tokens)")
+    if not isinstance(n_best, int) or not 1 <= n_best <= beam:
+        raise ValueError(f"n_best={n_best!r} must be an integer in [1, beam={beam}]")
+    if lenpen_kind not in LENPEN_KINDS:
+        raise ValueError(f"lenpen_kind={lenpen_kind!r} is not allowed; choose one of {', '.join(LENPEN_KINDS)}")
+
+
+def _keep_best(hyps: list[Hypothesis], new: Hypothesis, beam: int) -> None:
+    """Add `new` to a sentence's finished hypotheses, keeping the best `beam`, best first."""
+    hyps.append(new)
+    hyps.sort(key=lambda h: h.score, reverse=True)
+    del hyps[beam:]
+
+
+def _candidates(scores: Tensor, log_probs: Tensor, *, beam: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The best 2 * beam one-token extensions of each sentence's live prefixes. scores (N, k) log-probs of
+    the prefixes, log_probs (N * k, V) of the next token -> their log-probs, the row each extends (an index
+    into the N * k rows) and the token, each (N, 2K) best first."""
+    n, k = scores.shape
+    vocab = log_probs.shape[-1]
+    total = (scores[:, :, None] + log_probs.view(n, k, vocab)).view(n, k * vocab)  # (N, k * V)
+    cand_scores, cand = total.topk(min(2 * beam, k * vocab), dim=1)  # (N, 2K)
+    rows = torch.arange(n, device=scores.device)[:, None] * k + cand // vocab  # (N, 2K)
+    return cand_scores, rows, cand % vocab
+
+
+def _live(cand_scores: Tensor, is_eos: Tensor, *, beam: int) -> Tensor:
+    """(N, K) positions of the best `beam` candidates that are not the end symbol. There are enough: each
+    prefix contributes at most one end symbol, and beam < V gives at least beam + 1 candidates."""
+    rank = is_eos.long() * is_eos.shape[1] + torch.arange(is_eos.shape[1], device=is_eos.device)  # (N, 2K)
+    return rank.topk(beam, dim=1, largest=False).indices
+
+
+@torch.inference_mode()
+def beam_search(model: nn.Module, src: Tensor, *, beam: int = 4, lenpen: float = 1.0,
+                lenpen_kind: str = "fairseq", max_len_a: float = 1.2, max_len_b: int = 10, n_best: int = 1,
+                use_cache: bool = True) -> list[list[Hypothesis]]:
+    """Beam-search translations of a padded batch `src` (B, S) (padding = config.pad_id).
+
+    Returns, per sentence, its `n_best` hypotheses sorted by score, best first. `lenpen` and `lenpen_kind`
+    set the length normalisation, `max_len_a` and `max_len_b` the maximum length int(a * n + b) for a source
+    of n real tokens (as `greedy`); `use_cache` decodes incrementally (same result, fewer FLOPs)."""
+    config = model.config
+    _check(beam=beam, n_best=n_best, lenpen_kind=lenpen_kind, vocab_size=config.vocab_size)
+
+    def normalise(log_prob: float, length: int) -> float:
+        return log_prob / length_penalty(length, lenpen=lenpen, kind=lenpen_kind)
+
+    def hypothesis(tokens: list[int], log_prob: Tensor, *, eos: bool) -> Hypothesis:
+        total = float(log_prob)
+        return Hypothesis(tokens=tokens, score=normalise(total, len(tokens) + eos), log_prob=total, eos=eos)
+
+    def can_improve(hyps: list[Hypothesis], best_live: float, length: int, limit: int) -> bool:
+        """Whether a live prefix (`length` tokens, log-prob `best_live`) may still enter the best `beam`.
+        Its log-prob can only fall, so its best final score is at its shortest or longest final length."""
+        if len(hyps) < beam:
+            return best_live > float("-inf")
+        return max(normalise(best_live, length + 1), normalise(best_live, limit)) > hyps[-1].score
+
+    with eval_mode(model):
+        src_valid = src != config.pad_id  # (B, S)
+        limits = max_lengths(source_lengths(src, pad_id=config.pad_id), max_len_a=max_len_a,
+                             max_len_b=max_len_b, limit=config.max_len)
+        memory = model.encode(src, src_valid)  # (B, S, d)
+        caches = model.new_caches(src.shape[0], max(limits)) if use_cache else None
+        device = memory.device
+        sentence = torch.arange(src.shape[0], device=device)  # (N,) live sentences
+        scores = torch.zeros(src.shape[0], 1, device=device)  # (N, k) log-prob of each live prefix; k = 1 first
+        prefix = torch.empty(src.shape[0], 0, dtype=torch.long, device=device)  # (N * k, t)
+        finished: list[list[Hypothesis]] = [[] for _ in limits]
+        for step in range(max(limits)):
+            log_probs = next_log_probs(model, prefix, memory, src_valid, caches=caches)  # (N * k, V)
+            cand_scores, cand_rows, cand_tokens = _candidates(scores, log_probs, beam=beam)  # (N, 2K)
+            is_eos = cand_tokens == config.eos_id
+
+            # End-symbol candidates among the best `beam` are finished hypotheses ...
+            for i, j in (is_eos[:, :beam] & cand_scores[:, :beam].isfinite()).nonzero().tolist():
+                hyp = hypothesis(prefix[cand_rows[i, j]].tolist(), cand_scores[i, j], eos=True)
+                _keep_best(finished[int(sentence[i])], hyp, beam)
+
+            # ... and the best `beam` others live on.
+            pick = _live(cand_scores, is_eos, beam=beam)  # (N, K)
+            scores, rows, tokens = (x.gather(1, pick) for x in (cand_scores, cand_rows, cand_tokens))  # (N, K)
+            going = []
+            for i, (s, best_live) in enumerate(zip(sentence.tolist(), scores.max(dim=1).values.tolist(),
+                                                   strict=True)):
+                if limits[s] == step + 1:  # the maximum length: live hypotheses finish as they are
+                    for j in scores[i].isfinite().nonzero().flatten().tolist():
+                        hyp = hypothesis(prefix[rows[i, j]].tolist() + [int(tokens[i, j])], scores[i, j], eos=False)
+                        _keep_best(finished[s], hyp, beam)
+                going.append(limits[s] > step + 1 and can_improve(finished[s], best_live, step + 1, limits[s]))
+            keep = torch.tensor(going, device=device).nonzero().flatten()  # (N',)
+            if keep.numel() == 0:
+                break
+            sentence, scores = sentence[keep], scores[keep]
+            index, tokens = rows[keep].flatten(), tokens[keep].flatten()  # (N' * K,)
+            prefix, memory, src_valid = reorder_rows(index, caches, prefix, memory, src_valid)
+            prefix = torch.cat([prefix, tokens[:, None]], dim=1)  # (N' * K, t + 1)
+        return [hyps[:n_best] for hyps in finished]

