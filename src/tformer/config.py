@@ -134,6 +134,11 @@ class TransformerConfig:
     init: InitConfig = field(default_factory=InitConfig)
 
     def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):  # sub-configs may be given as plain dicts
+            value = getattr(self, f.name)
+            if isinstance(value, dict) and f.default_factory is not dataclasses.MISSING:
+                default = f.default_factory()
+                setattr(self, f.name, from_dict(type(default), {**_given(default), **value}, where=f"{f.name}."))
         for name in ("vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "max_len"):
             _positive(name, getattr(self, name))
         if self.head_dim is None:

@@ -1,0 +1,101 @@
+"""The translation pipeline through the `tformer` command on a tiny TSV corpus: train, resume exactly,
+translate, evaluate, and user errors as one line with exit code 2."""
+
+import random
+
+import pytest
+import safetensors.torch
+import yaml
+
+from tformer.cli import main
+
+WORDS = "the a house cat dog sees big small red blue runs sleeps".split()
+GERMAN = dict(zip(WORDS, "der ein Haus Katze Hund sieht gross klein rot blau rennt schlaeft".split(), strict=True))
+
+
+def corpus(path, n: int, seed: int) -> None:  # noqa: ANN001
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n):
+        words = [rng.choice(WORDS) for _ in range(rng.randint(2, 6))]
+        lines.append(" ".join(words) + "\t" + " ".join(GERMAN[w] for w in words))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+@pytest.fixture
+def recipe(tmp_path):  # noqa: ANN001, ANN201
+    corpus(tmp_path / "train.tsv", 300, 0)
+    corpus(tmp_path / "valid.tsv", 20, 1)
+    corpus(tmp_path / "test.tsv", 20, 2)
+    data = {
+        "task": "translation", "out_dir": str(tmp_path / "run"),
+        "data": {"corpus": "files", "train": str(tmp_path / "train.tsv"), "valid": str(tmp_path / "valid.tsv"),
+                 "test": str(tmp_path / "test.tsv"), "vocab_size": 300, "max_tokens": 400, "bleu_sentences": 5},
+        "model": {"preset": "transformer-tiny", "overrides": {"d_model": 32, "d_ff": 64, "n_layers": 1,
+                                                              "max_len": 64}},
+        "train": {"max_steps": 6, "eval_every": 3, "log_every": 1, "schedule": {"name": "constant", "warmup": 2},
+                  "optim": {"lr": 1e-3}},
+        "decode": {"beam": 2, "max_len_b": 5},
+    }
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def weights(run) -> dict:  # noqa: ANN001
+    return safetensors.torch.load_file(str(run / "last" / "model.safetensors"))
+
+
+def test_resume_equals_uninterrupted_run(recipe, tmp_path) -> None:  # noqa: ANN001
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    assert main(["train", str(recipe), f"out_dir={straight}", "train.max_steps=8", "--no-progress"]) == 0
+    assert main(["train", str(recipe), f"out_dir={split}", "train.max_steps=4", "--no-progress"]) == 0
+    assert main(["train", str(recipe), f"out_dir={split}", "train.max_steps=8", "--resume", "--no-progress"]) == 0
+    a, b = weights(straight), weights(split)
+    assert a.keys() == b.keys() and all(a[k].equal(b[k]) for k in a)
+    logged = [yaml.safe_load(line) for line in (split / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in logged if "loss" in r] == list(range(1, 9))
+
+
+def test_train_translate_evaluate(recipe, tmp_path, capsys) -> None:  # noqa: ANN001
+    assert main(["train", str(recipe), "--no-progress"]) == 0
+    run = tmp_path / "run"
+    assert {p.name for p in (run / "best").iterdir()} >= {"model.safetensors", "config.yaml", "tokenizer"}
+    source = tmp_path / "in.txt"
+    source.write_text("the cat sees a dog\n\nthe red house\n", encoding="utf-8")
+    out = tmp_path / "out.txt"
+    assert main(["translate", "--checkpoint", str(run / "best"), "--input", str(source), "--output", str(out),
+                 "--beam", "1"]) == 0
+    lines = out.read_text(encoding="utf-8").split("\n")
+    assert len(lines) == 4 and lines[1] == ""  # one line out per line in; an empty line stays empty
+    capsys.readouterr()
+    assert main(["evaluate", "--checkpoint", str(run / "best"), "--split", "test", "--beam", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert "test: 20 sentences" in printed and "BLEU = " in printed and "nrefs:1" in printed
+    assert "chrF = " in printed
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["train.max_stepz=3"], "unknown config key 'train.max_stepz'"),
+    (["train.max_steps=three"], "config key 'train.max_steps'='three' has the wrong type"),
+    (["model.preset=transformer-huge"], "unknown preset 'transformer-huge'"),
+    (["data.corpus=web"], "data.corpus='web' is not allowed"),
+    (["decode.beam=0"], "decode.beam=0 must be at least 1"),
+])
+def test_bad_recipe_values_are_one_line_errors(recipe, capsys, args, message) -> None:  # noqa: ANN001
+    assert main(["train", str(recipe), *args, "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tformer: error: ") and message in err and err.count("\n") == 1
+
+
+def test_missing_files_are_one_line_errors(recipe, tmp_path, capsys) -> None:  # noqa: ANN001
+    assert main(["train", str(tmp_path / "nope.yaml")]) == 2
+    assert "config file" in capsys.readouterr().err
+    assert main(["translate", "--checkpoint", str(tmp_path / "nothing")]) == 2
+    assert "nothing" in capsys.readouterr().err
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("one\ttwo\nthree only\n", encoding="utf-8")
+    assert main(["train", str(recipe), f"data.train={bad}", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "bad.tsv:2" in err
+    assert not (tmp_path / "run" / "last").exists()  # nothing half-written
