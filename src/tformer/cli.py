@@ -101,11 +101,10 @@ def run_recipe(checkpoint: Path):  # noqa: ANN201
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from tformer.tasks import load_recipe
-    from tformer.tasks.translation import train_translation
+    from tformer.tasks import load_recipe, train
 
     recipe = load_recipe(args.config, args.overrides)
-    state = train_translation(recipe, resume=args.resume, progress=not args.no_progress)
+    state = train(recipe, resume=args.resume, progress=not args.no_progress)
     metrics = state.get("metrics", {})
     print(f"step {state['step']}: " + ", ".join(f"{k} {v:.3f}" for k, v in metrics.items()))
     print(f"checkpoints in {recipe.out_dir}/last and {recipe.out_dir}/best")

@@ -4,14 +4,18 @@ the functions that train and use it."""
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import yaml
 
 from tformer.config import from_dict
-from tformer.tasks.translation import TranslationRecipe
+from tformer.tasks.translation import TranslationRecipe, train_translation
 
-RECIPES: dict[str, type] = {"translation": TranslationRecipe}
+# task name -> (recipe dataclass, function(recipe, *, resume, progress) -> final training state)
+TASKS: dict[str, tuple[type, Callable[..., dict]]] = {
+    "translation": (TranslationRecipe, train_translation),
+}
 
 
 def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Any:
@@ -31,9 +35,14 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
             raise ValueError(f"override {item!r} is not key=value (e.g. train.max_steps=100)")
         set_dotted(data, key, yaml.safe_load(value))
     task = data.get("task", "translation")
-    if task not in RECIPES:
-        raise ValueError(f"task={task!r} is not one of {', '.join(RECIPES)}")
-    return from_dict(RECIPES[task], data)
+    if task not in TASKS:
+        raise ValueError(f"task={task!r} is not one of {', '.join(TASKS)}")
+    return from_dict(TASKS[task][0], data)
+
+
+def train(recipe: Any, *, resume: bool = False, progress: bool = True) -> dict:
+    """Run the training function of the recipe's task."""
+    return TASKS[recipe.task][1](recipe, resume=resume, progress=progress)
 
 
 def set_dotted(data: dict, key: str, value: Any) -> None:

@@ -84,7 +84,7 @@ def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainCon
     else:
         torch.manual_seed(train.seed)
     out_dir.mkdir(parents=True, exist_ok=True)
-    log = Logger(out_dir, enabled=True)
+    log = Logger(out_dir, append=resume)  # a fresh run starts a fresh log
     epoch_batches = task.batches(state["epoch"])
 
     def next_batches(n: int) -> list[Any]:
@@ -108,14 +108,7 @@ def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainCon
     while state["step"] < train.max_steps:
         micro = next_batches(train.accum_steps)
         total = sum(task.n_tokens(b) for b in micro)
-        optimizer.zero_grad(set_to_none=True)
-        loss_sum = 0.0
-        for batch in micro:  # the sum over micro-batches / all their tokens = one big batch's mean
-            loss = task.loss(model, batch)
-            (loss / total).backward()
-            loss_sum += loss.item()
-        grad_norm = _clip(model, train.optim.clip_norm)
-        optimizer.step()
+        mean_loss, grad_norm = _step(model, task, micro, total, optimizer, clip_norm=train.optim.clip_norm)
         scheduler.step()
         state["step"] += 1
         state["elapsed"] = time.perf_counter() - started
@@ -125,7 +118,7 @@ def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainCon
             now = time.perf_counter()
             rate = tokens_seen / max(now - window_start, 1e-9)
             tokens_seen, window_start = 0, now
-            record = {"step": state["step"], "loss": loss_sum / total, "lr": scheduler.get_last_lr()[0],
+            record = {"step": state["step"], "loss": mean_loss, "lr": scheduler.get_last_lr()[0],
                       "grad_norm": grad_norm, "tokens_per_s": rate, "elapsed_s": state["elapsed"]}
             log.write(record)
             bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{record['lr']:.2e}", tok_s=f"{rate:.0f}")
@@ -140,6 +133,21 @@ def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainCon
     log.close()
     model.eval()
     return state
+
+
+def _step(model: nn.Module, task: Task, micro: list[Any], total: int, optimizer: torch.optim.Optimizer, *,
+          clip_norm: float | None) -> tuple[float, float]:
+    """One optimizer step over the micro-batches: each loss (a sum over its tokens) is divided by the token
+    count of all of them, so the gradient equals that of one big batch's mean. Returns (mean loss, grad norm)."""
+    optimizer.zero_grad(set_to_none=True)
+    loss_sum = 0.0
+    for batch in micro:
+        loss = task.loss(model, batch)
+        (loss / total).backward()
+        loss_sum += loss.item()
+    grad_norm = _clip(model, clip_norm)
+    optimizer.step()
+    return loss_sum / total, grad_norm
 
 
 def _evaluate(model: nn.Module, task: Task, train: TrainConfig, state: dict, log: Logger, save: Any) -> None:
@@ -166,21 +174,16 @@ def _clip(model: nn.Module, clip_norm: float | None) -> float:
 class Logger:
     """Metrics to out_dir/metrics.jsonl, one JSON object a line, and to TensorBoard when it is installed."""
 
-    def __init__(self, out_dir: Path, *, enabled: bool) -> None:
-        self.enabled = enabled
-        self.file = open(out_dir / "metrics.jsonl", "a") if enabled else None  # noqa: SIM115
-        self.tb = None
-        if enabled:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
+    def __init__(self, out_dir: Path, *, append: bool) -> None:
+        self.file = open(out_dir / "metrics.jsonl", "a" if append else "w")  # noqa: SIM115
+        try:
+            from torch.utils.tensorboard import SummaryWriter
 
-                self.tb = SummaryWriter(str(out_dir / "tensorboard"))
-            except ImportError:  # tensorboard is optional
-                self.tb = None
+            self.tb = SummaryWriter(str(out_dir / "tensorboard"))
+        except ImportError:  # tensorboard is optional
+            self.tb = None
 
     def write(self, record: dict[str, Any]) -> None:
-        if not self.enabled:
-            return
         self.file.write(json.dumps(record) + "\n")
         self.file.flush()
         if self.tb is not None:
@@ -189,7 +192,6 @@ class Logger:
                     self.tb.add_scalar(key, value, record["step"])
 
     def close(self) -> None:
-        if self.file is not None:
-            self.file.close()
+        self.file.close()
         if self.tb is not None:
             self.tb.close()
