@@ -4,6 +4,8 @@
     tformer translate --checkpoint DIR [--input F] [--output F] [--beam N] [--lenpen X]
     tformer evaluate --checkpoint DIR [--split test] [--beam N] [--lenpen X]
     tformer demo CONFIG.yaml [key=value ...]
+    tformer generate --checkpoint DIR --prompt TEXT [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P]
+    tformer score --checkpoint DIR FILE [--per-token]
     tformer convert --from-hf DIR --out DIR   |   tformer convert --to-hf CHECKPOINT --out DIR
 
 A user error (bad config, bad file, bad value) prints one line `tformer: error: ...` and exits with 2.
@@ -12,7 +14,9 @@ A user error (bad config, bad file, bad value) prints one line `tformer: error: 
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -66,6 +70,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("config", help="YAML recipe, e.g. configs/demo.yaml")
     p.add_argument("overrides", nargs="*")
     p.set_defaults(run=cmd_demo)
+
+    p = sub.add_parser("generate", help="continue a prompt with a decoder-only model, streaming tokens")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--max-new-tokens", type=int, default=200)
+    p.add_argument("--temperature", type=float, default=1.0, help="0 = greedy")
+    p.add_argument("--top-k", type=int, default=None)
+    p.add_argument("--top-p", type=float, default=None)
+    p.add_argument("--seed", type=int, default=None, help="makes sampling reproducible")
+    p.add_argument("--no-stop", action="store_true", help="do not stop at the end-of-text token")
+    p.set_defaults(run=cmd_generate)
+
+    p = sub.add_parser("score", help="log-likelihood, perplexity and bits per character of each line")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("file", help="text file: one sequence a line (encoder-decoder: source<TAB>target)")
+    p.add_argument("--per-token", action="store_true", help="also print log p(x_t | x_<t) of every token")
+    p.set_defaults(run=cmd_score)
 
     p = sub.add_parser("convert", help="Hugging Face checkpoints in and out")
     group = p.add_mutually_exclusive_group(required=True)
@@ -159,6 +180,81 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_generate(args: argparse.Namespace) -> int:
+    from tformer.config import GPTConfig
+    from tformer.decoding import generate
+    from tformer.tokenization import load_tokenizer
+    from tformer.training.checkpoint import load_model
+
+    model, config = load_model(args.checkpoint)
+    if not isinstance(config, GPTConfig):
+        raise ValueError(f"checkpoint {args.checkpoint} holds a {type(config).__name__}; generate needs a GPT")
+    tokenizer = load_tokenizer(args.checkpoint)
+    start = [] if config.bos_id is None else [config.bos_id]  # the token a document starts after
+    prompt = start + tokenizer.encode(args.prompt)
+    if not prompt:
+        raise ValueError("the prompt is empty and the model has no bos_id to start from")
+    budget = min(args.max_new_tokens, config.max_len - len(prompt))
+    stop = () if args.no_stop or config.eos_id is None else (config.eos_id,)
+    produced: list[int] = []
+    shown = ""
+    sys.stdout.write(args.prompt)
+
+    def stream(row: int, token: int) -> None:  # print the new text as each token arrives
+        nonlocal shown
+        produced.append(token)
+        text = tokenizer.decode(produced)
+        if not text.endswith("\ufffd"):  # wait for the rest of a multi-byte character
+            sys.stdout.write(text[len(shown):])
+            sys.stdout.flush()
+            shown = text
+
+    generate(model, [prompt], max_new_tokens=budget, temperature=args.temperature, top_k=args.top_k,
+             top_p=args.top_p, stop_tokens=stop, seed=args.seed, on_token=stream)
+    sys.stdout.write("\n")
+    return 0
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from tformer.config import GPTConfig, Seq2SeqConfig
+    from tformer.decoding import conditional_log_probs, score_sequences
+    from tformer.tokenization import load_tokenizer
+    from tformer.training.checkpoint import load_model
+
+    model, config = load_model(args.checkpoint)
+    tokenizer = load_tokenizer(args.checkpoint)
+    lines = [line for line in read_lines(args.file) if line.strip()]
+    if not lines:
+        raise ValueError(f"{args.file} has no non-empty line to score")
+    if isinstance(config, Seq2SeqConfig):
+        pairs = [line.split("\t") for line in lines]
+        bad = next((i for i, p in enumerate(pairs) if len(p) != 2), None)
+        if bad is not None:
+            raise ValueError(f"{args.file}:{bad + 1}: expected source<TAB>target for an encoder-decoder")
+        scores = conditional_log_probs(model, [tokenizer.encode(s) for s, _ in pairs],
+                                       [tokenizer.encode(t) for _, t in pairs])
+        for i, value in enumerate(scores, 1):
+            print(f"{i}\tlog p(target | source) = {value:.4f}")
+        return 0
+    if not isinstance(config, GPTConfig):
+        raise ValueError(f"checkpoint {args.checkpoint} holds a {type(config).__name__}; score needs a GPT or "
+                         "an encoder-decoder")
+    results = score_sequences(model, [tokenizer.encode(line) for line in lines], bos_id=config.bos_id)
+    print("line\tlog_likelihood\ttokens\tperplexity\tbits_per_char\tbits_per_byte")
+    for i, (line, r) in enumerate(zip(lines, results, strict=True), 1):
+        bits = -r.log_prob / math.log(2)
+        print(f"{i}\t{r.log_prob:.4f}\t{r.n_tokens}\t{r.perplexity:.3f}\t{bits / len(line):.4f}\t"
+              f"{bits / len(line.encode()):.4f}")
+        if args.per_token:
+            ids = tokenizer.encode(line)  # without a bos_id the first token is context, not scored
+            for token, lp in zip(ids[len(ids) - r.n_tokens :], r.token_log_probs.tolist(), strict=True):
+                print(f"\t{tokenizer.decode([token])!r}\t{lp:.4f}")
+    total = sum(r.log_prob for r in results)
+    chars = sum(len(line) for line in lines)
+    print(f"all\t{total:.4f}\t{sum(r.n_tokens for r in results)}\t\t{-total / math.log(2) / chars:.4f}")
+    return 0
+
+
 def cmd_convert(args: argparse.Namespace) -> int:
     from tformer.interop import from_hf, to_hf
     from tformer.training.checkpoint import load_model, save_checkpoint
@@ -166,6 +262,9 @@ def cmd_convert(args: argparse.Namespace) -> int:
     if args.from_hf:
         model, config = from_hf(args.from_hf)
         save_checkpoint(Path(args.out), model=model, config=config)
+        if (Path(args.from_hf) / "tokenizer.json").is_file():  # keep the tokenizer beside the weights
+            (Path(args.out) / "tokenizer").mkdir(exist_ok=True)
+            shutil.copy(Path(args.from_hf) / "tokenizer.json", Path(args.out) / "tokenizer" / "tokenizer.json")
         print(f"imported {type(model).__name__} from {args.from_hf} into {args.out}")
     else:
         model, _ = load_model(args.to_hf)

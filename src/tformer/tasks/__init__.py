@@ -10,11 +10,13 @@ from typing import Any
 import yaml
 
 from tformer.config import from_dict
+from tformer.tasks.lm import LMRecipe, train_lm
 from tformer.tasks.translation import TranslationRecipe, train_translation
 
 # task name -> (recipe dataclass, function(recipe, *, resume, progress) -> final training state)
 TASKS: dict[str, tuple[type, Callable[..., dict]]] = {
     "translation": (TranslationRecipe, train_translation),
+    "lm": (LMRecipe, train_lm),
 }
 
 

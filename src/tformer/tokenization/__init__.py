@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from tformer.tokenization.bpe import SPECIAL_TOKENS, BPETokenizer
+from tformer.tokenization.char import CharTokenizer
+from tformer.tokenization.hf import HFTokenizer, load_tokenizer
 
 
 @runtime_checkable
@@ -36,3 +38,4 @@ class Tokenizer(Protocol):
 
 
 __all__ = ["SPECIAL_TOKENS", "BPETokenizer", "Tokenizer"]
+__all__ += ["CharTokenizer", "HFTokenizer", "load_tokenizer"]

@@ -1,0 +1,176 @@
+"""Generation speed: our cached `generate` against Hugging Face `transformers`' `generate` on the same GPT.
+
+    python benchmarks/generate.py [--layers 6 --d-model 512 --heads 8 --vocab 8192] [--batches 1 8]
+                                  [--prompt-len 32 --new-tokens 256] [--reps 5] [--device cuda] [--out FILE]
+
+One random GPT-2-shaped model is built here, written with `tformer.to_hf` and read back by
+`transformers.GPT2LMHeadModel.from_pretrained`, so both contenders run the same weights. Each measurement
+is greedy decoding of `--new-tokens` tokens after a random `--prompt-len`-token prompt, no stop token, both
+with their key/value cache; tokens/s = batch * new tokens / wall time (prefill included). After one warm-up
+run of each, the contenders alternate within every repetition (the order flips each time) in this one
+process, and the median over repetitions is reported. Both must produce the same tokens (checked).
+
+The batch-1 bound: each decoded token reads every weight once, so tokens/s <= memory bandwidth / weight
+bytes. The bandwidth is measured here as a large device-to-device copy (bytes read + written / time).
+
+Prints a Markdown table; `--out` writes the same as JSON. Not a test; not run in CI.
+
+B batch, P prompt length, N new tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import transformers
+from torch import nn
+
+import tformer
+from tformer.decoding import generate_greedy
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--layers", type=int, default=6)
+    p.add_argument("--d-model", type=int, default=512)
+    p.add_argument("--heads", type=int, default=8)
+    p.add_argument("--vocab", type=int, default=8192)
+    p.add_argument("--prompt-len", type=int, default=32)
+    p.add_argument("--new-tokens", type=int, default=256)
+    p.add_argument("--batches", type=int, nargs="+", default=[1, 8])
+    p.add_argument("--reps", type=int, default=5, help="timed repetitions per contender and batch (median)")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--dtype", choices=list(DTYPES), default="float32")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+    return p.parse_args(argv)
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(fn: Callable[[], list[list[int]]], device: torch.device) -> tuple[float, list[list[int]]]:
+    """(seconds, tokens) of one call, the device's queue drained before and after."""
+    sync(device)
+    start = time.perf_counter()
+    tokens = fn()
+    sync(device)
+    return time.perf_counter() - start, tokens
+
+
+def copy_bandwidth(device: torch.device, *, mib: int = 256, reps: int = 10) -> float:
+    """Bytes/s of a large tensor copy on `device`, counting the bytes read and the bytes written."""
+    src = torch.empty(mib * 2**20 // 4, dtype=torch.float32, device=device).uniform_()
+    dst = torch.empty_like(src)
+
+    def copy() -> list[list[int]]:
+        dst.copy_(src)
+        return []
+
+    copy()  # warm-up
+    times = [timed(copy, device)[0] for _ in range(reps)]
+    return 2 * src.numel() * src.element_size() / statistics.median(times)
+
+
+def weight_bytes(model: nn.Module) -> int:
+    """Bytes of the parameters, a tied weight counted once (`parameters()` deduplicates)."""
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def build_pair(args: argparse.Namespace, device: torch.device) -> tuple[nn.Module, nn.Module]:
+    """Our random GPT and the same weights in `transformers`, both in eval mode on `device`."""
+    torch.manual_seed(args.seed)
+    config = tformer.GPTConfig(vocab_size=args.vocab, d_model=args.d_model, n_heads=args.heads,
+                               d_ff=4 * args.d_model, n_layers=args.layers, max_len=args.prompt_len + args.new_tokens,
+                               dropout={"embed": 0.0, "attention": 0.0, "residual": 0.0})
+    ours = tformer.build_model(config).eval()
+    with tempfile.TemporaryDirectory() as tmp:
+        tformer.to_hf(ours, tmp)
+        hf = transformers.GPT2LMHeadModel.from_pretrained(tmp).eval()
+    dtype = DTYPES[args.dtype]
+    return ours.to(device=device, dtype=dtype), hf.to(device=device, dtype=dtype)
+
+
+def contenders(ours: nn.Module, hf: nn.Module, prompt: torch.Tensor, new: int) -> dict[str, Callable]:
+    """Name -> a call producing the new tokens of every row, for the prompt batch (B, P)."""
+    rows = prompt.tolist()
+
+    def run_ours() -> list[list[int]]:
+        return generate_greedy(ours, rows, max_new_tokens=new)
+
+    @torch.inference_mode()
+    def run_hf() -> list[list[int]]:
+        out = hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=new, min_new_tokens=new,
+                          do_sample=False, use_cache=True, eos_token_id=None, pad_token_id=0)  # (B, P + N)
+        return out[:, prompt.shape[1]:].tolist()
+
+    return {"tformer": run_ours, "transformers": run_hf}
+
+
+def measure(args: argparse.Namespace, ours: nn.Module, hf: nn.Module, device: torch.device) -> list[dict]:
+    """One row per (batch, contender): median tokens/s over the repetitions, and whether tokens matched."""
+    g = torch.Generator().manual_seed(args.seed)
+    rows = []
+    for batch in args.batches:
+        prompt = torch.randint(0, args.vocab, (batch, args.prompt_len), generator=g).to(device)  # (B, P)
+        calls = contenders(ours, hf, prompt, args.new_tokens)
+        outputs = {name: timed(fn, device)[1] for name, fn in calls.items()}  # warm-up
+        same = outputs["tformer"] == outputs["transformers"]
+        times: dict[str, list[float]] = {name: [] for name in calls}
+        for rep in range(args.reps):
+            order = list(calls) if rep % 2 == 0 else list(reversed(calls))
+            for name in order:
+                times[name].append(timed(calls[name], device)[0])
+        for name, seconds in times.items():
+            median = statistics.median(seconds)
+            rows.append(dict(contender=name, batch=batch, tokens_per_s=batch * args.new_tokens / median,
+                             ms_per_step=1000 * median / args.new_tokens, median_s=median, times_s=seconds,
+                             same_tokens=same))
+    return rows
+
+
+def markdown(rows: list[dict], bound: dict) -> str:
+    lines = ["| contender | batch | tokens/s | ms per step | same tokens |", "|---|---:|---:|---:|:---:|"]
+    lines += [f"| {r['contender']} | {r['batch']} | {r['tokens_per_s']:.0f} | {r['ms_per_step']:.2f} | "
+              f"{'yes' if r['same_tokens'] else 'NO'} |" for r in rows]
+    lines.append(f"\nBatch-1 bandwidth bound: {bound['weight_bytes'] / 2**20:.1f} MiB of weights at "
+                 f"{bound['bandwidth_gb_s']:.1f} GB/s (measured copy) -> at most {bound['tokens_per_s']:.0f} "
+                 "tokens/s")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    transformers.logging.set_verbosity_error()
+    device = torch.device(args.device)
+    ours, hf = build_pair(args, device)
+    bandwidth = copy_bandwidth(device)
+    size = weight_bytes(ours)
+    bound = dict(weight_bytes=size, bandwidth_gb_s=bandwidth / 1e9, tokens_per_s=bandwidth / size)
+    rows = measure(args, ours, hf, device)
+    print(markdown(rows, bound))
+    if args.out is not None:
+        info = dict(args={k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+                    device=torch.cuda.get_device_name(device) if device.type == "cuda" else platform.machine(),
+                    torch=torch.__version__, transformers=transformers.__version__,
+                    threads=torch.get_num_threads(), bound=bound, results=rows)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(info, indent=2) + "\n")
+        print(f"\nwrote {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

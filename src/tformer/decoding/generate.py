@@ -1,0 +1,121 @@
+"""Text generation with a decoder-only model (GPT): the NADE p(x_t | x_<t) sampled one token at a time.
+
+    prefill:  logits = model(prompt)                    the whole left-padded prompt batch, once
+    decode:   x_t ~ p(. | x_<t); logits = model(x_t)    one new token per row per step
+
+Batches: prompts of different lengths are left-padded, so every row's newest token sits in the last
+column. Each row's positions count from its own first real token (`left_padded_positions`), and a
+key-padding mask `valid` (B, S) over all keys so far (prompt + generated) hides the padding.
+
+Incremental decoding (`use_cache=True`): the keys/values of earlier positions come from preallocated
+`KVCache`s sized prompt + max_new_tokens, so each step feeds only the newest token. Without caches every
+step re-runs the whole sequence: the reference the cached path is tested against (same logits, same
+tokens). A row stops at any of `stop_tokens` (which is not returned); finished rows leave the batch, their
+caches with them; the batch ends when every row has stopped or after `max_new_tokens`.
+
+B batch (prompts), P padded prompt length, S keys so far, N rows still generating, V vocabulary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from tformer.decoding.greedy import eval_mode, reorder_rows
+from tformer.decoding.sampling import check_sampling, sample_next
+from tformer.models.gpt import left_padded_positions
+from tformer.nn.kv_cache import LayerCache
+
+
+def left_pad(prompts: Sequence[Sequence[int]], *, pad_id: int, device: torch.device | None = None
+             ) -> tuple[Tensor, Tensor]:
+    """Token lists -> ids (B, P) left-padded with `pad_id`, and valid (B, P) True at real tokens."""
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long, device=device)  # (B, P)
+    valid = torch.zeros(len(prompts), width, dtype=torch.bool, device=device)  # (B, P)
+    for row, prompt in enumerate(prompts):
+        ids[row, width - len(prompt):] = torch.tensor(prompt, dtype=torch.long)
+        valid[row, width - len(prompt):] = True
+    return ids, valid
+
+
+def check_prompts(prompts: Sequence[Sequence[int]], *, max_new_tokens: int, max_len: int) -> None:
+    """A ValueError for no prompts, an empty prompt, or more tokens than the model has positions for."""
+    if len(prompts) == 0:
+        raise ValueError("prompts is empty; give at least one prompt (a list of token ids)")
+    empty = [i for i, p in enumerate(prompts) if len(p) == 0]
+    if empty:
+        raise ValueError(f"prompt(s) {empty} are empty; each needs at least one token (e.g. a start token)")
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens={max_new_tokens} must be >= 0")
+    longest = max(len(p) for p in prompts)
+    if longest + max_new_tokens > max_len:
+        raise ValueError(f"the longest prompt ({longest} tokens) + max_new_tokens={max_new_tokens} = "
+                         f"{longest + max_new_tokens} is more than the model's max_len={max_len}")
+
+
+def next_logits(model: nn.Module, ids: Tensor, valid: Tensor, *, caches: list[LayerCache] | None) -> Tensor:
+    """Logits (N, V) float32 of the token after each row of the left-padded ids (N, S), valid (N, S).
+    With caches, only the ids not cached yet are fed (all of them at prefill, then the newest one);
+    without, the whole sequence is."""
+    positions = left_padded_positions(valid)  # (N, S)
+    start = 0 if caches is None else caches[0].self_kv.length
+    logits = model(ids[:, start:], valid=valid, positions=positions[:, start:], caches=caches)  # (N, T, V)
+    return logits[:, -1].float()
+
+
+@torch.inference_mode()
+def generate(model: nn.Module, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
+             temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+             stop_tokens: Sequence[int] = (), seed: int | None = None, use_cache: bool = True, pad_id: int = 0,
+             on_token: Callable[[int, int], None] | None = None) -> list[list[int]]:
+    """Continue each prompt (a list of token ids) by up to `max_new_tokens` tokens.
+
+    Returns the new tokens only, one list per prompt, without the stop token that ended it. Sampling:
+    temperature 0 is greedy (argmax), otherwise top-k / top-p filtered sampling (see `sampling.py`);
+    `seed` makes the draws reproducible (None: torch's global generator). `pad_id` fills the left padding
+    (masked out; any id in the vocabulary). `on_token(row, token_id)` is called for each returned token
+    as it is produced, e.g. to stream text to a terminal. The model runs in eval mode and gets its mode
+    back afterwards."""
+    check_prompts(prompts, max_new_tokens=max_new_tokens, max_len=model.config.max_len)
+    check_sampling(temperature=temperature, top_k=top_k, top_p=top_p)
+    out: list[list[int]] = [[] for _ in prompts]
+    if max_new_tokens == 0:
+        return out
+    device = next(model.parameters()).device
+    generator = None if seed is None else torch.Generator(device=device).manual_seed(seed)
+    stops = torch.tensor(list(stop_tokens), dtype=torch.long, device=device)  # (number of stop tokens,)
+    with eval_mode(model):
+        ids, valid = left_pad(prompts, pad_id=pad_id, device=device)  # (B, P)
+        caches = model.new_caches(len(prompts), ids.shape[1] + max_new_tokens) if use_cache else None
+        row = torch.arange(len(prompts), device=device)  # (N,) prompt of each live row
+        for step in range(max_new_tokens):
+            logits = next_logits(model, ids, valid, caches=caches)  # (N, V)
+            token = sample_next(logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
+            stopped = torch.isin(token, stops)  # (N,)
+            for r, t, s in zip(row.tolist(), token.tolist(), stopped.tolist(), strict=True):
+                if not s:
+                    out[r].append(t)
+                    if on_token is not None:
+                        on_token(r, t)
+            if step == max_new_tokens - 1 or bool(stopped.all()):
+                break
+            ids = torch.cat([ids, token[:, None]], dim=1)  # (N, S + 1)
+            valid = torch.cat([valid, valid.new_ones(valid.shape[0], 1)], dim=1)  # (N, S + 1)
+            if bool(stopped.any()):  # drop finished rows, caches included
+                keep = (~stopped).nonzero().flatten()
+                row, ids, valid = reorder_rows(keep, caches, row, ids, valid)
+    return out
+
+
+def generate_greedy(model: nn.Module, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
+                    stop_tokens: Sequence[int] = (), use_cache: bool = True, pad_id: int = 0,
+                    on_token: Callable[[int, int], None] | None = None) -> list[list[int]]:
+    """`generate` with temperature 0: the most likely token at every step (lowest id on ties)."""
+    return generate(model, prompts, max_new_tokens=max_new_tokens, temperature=0.0, stop_tokens=stop_tokens,
+                    use_cache=use_cache, pad_id=pad_id, on_token=on_token)
+
+
+__all__ = ["check_prompts", "generate", "generate_greedy", "left_pad", "next_logits"]

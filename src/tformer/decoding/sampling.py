@@ -1,0 +1,98 @@
+"""Pure transforms of next-token logits, and drawing the next token from them.
+
+    p(v) = softmax(logits / temperature)                 temperature < 1 sharpens, > 1 flattens
+    top-k (Fan et al. 2018): keep the k most likely tokens
+    top-p, nucleus (Holtzman et al. 2020, https://arxiv.org/abs/1904.09751): keep the smallest set of most
+        likely tokens whose probability mass reaches p
+
+The filters set every dropped logit to -inf, so a softmax afterwards renormalises over the kept tokens.
+Applied in the order temperature, top-k, top-p (as Hugging Face's `generate`). Ties are broken towards the
+lower token id, everywhere: the filters sort stably, and argmax returns the first maximum.
+
+B batch (rows), V vocabulary.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+# Float rounding of a cumulative sum: a mass within this of p counts as reaching p.
+MASS_TOLERANCE = 1e-6
+
+
+def check_sampling(*, temperature: float, top_k: int | None, top_p: float | None) -> None:
+    """A ValueError naming the first option out of its range."""
+    if temperature < 0:
+        raise ValueError(f"temperature={temperature} must be >= 0 (0 = greedy)")
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"top_k={top_k} must be >= 1 (None = no top-k filter)")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ValueError(f"top_p={top_p} must be in (0, 1] (None = no nucleus filter)")
+
+
+def apply_temperature(logits: Tensor, temperature: float) -> Tensor:
+    """(B, V) logits / temperature; temperature must be > 0 (0, greedy, is `sample_next`'s business)."""
+    if temperature <= 0:
+        raise ValueError(f"temperature={temperature} must be > 0 to scale logits; use argmax for 0")
+    return logits / temperature
+
+
+def _sorted(logits: Tensor) -> tuple[Tensor, Tensor]:
+    """(B, V) logits sorted high to low, ties by lower id first; and the ids in that order."""
+    return torch.sort(logits, dim=-1, descending=True, stable=True)
+
+
+def _keep(logits: Tensor, order: Tensor, keep_sorted: Tensor) -> Tensor:
+    """Logits with -inf everywhere except the ids `order` (B, V) marks True in `keep_sorted` (B, V)."""
+    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)  # (B, V), back in id order
+    return logits.masked_fill(~keep, float("-inf"))
+
+
+def top_k_filter(logits: Tensor, k: int) -> Tensor:
+    """(B, V) logits with all but exactly the k highest of each row set to -inf (k >= V keeps all).
+    Among equal logits the lower ids are kept, so exactly k survive even with ties."""
+    if k < 1:
+        raise ValueError(f"top_k={k} must be >= 1")
+    if k >= logits.shape[-1]:
+        return logits
+    _, order = _sorted(logits)  # (B, V)
+    rank = torch.arange(logits.shape[-1], device=logits.device).expand_as(order)  # (B, V)
+    return _keep(logits, order, rank < k)
+
+
+def top_p_filter(logits: Tensor, p: float) -> Tensor:
+    """(B, V) logits keeping, per row, the smallest set of highest-probability tokens whose probability
+    mass reaches p; the rest -inf. A token is kept when the mass of the tokens ranked above it is still
+    below p, so the most likely token always is. p = 1 keeps everything."""
+    if not 0 < p <= 1:
+        raise ValueError(f"top_p={p} must be in (0, 1]")
+    if p >= 1:
+        return logits
+    sorted_logits, order = _sorted(logits)  # (B, V)
+    probs = torch.softmax(sorted_logits.double(), dim=-1)  # (B, V), float64 for the cumulative sum
+    mass_above = probs.cumsum(dim=-1) - probs  # (B, V): mass of the tokens ranked higher
+    keep = mass_above < p - MASS_TOLERANCE
+    keep[:, 0] = True  # the most likely token, even for p below the tolerance
+    return _keep(logits, order, keep)
+
+
+def sample_next(logits: Tensor, *, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+                greedy: bool = False, generator: torch.Generator | None = None) -> Tensor:
+    """Next token ids (B,) from logits (B, V). `greedy` or temperature 0: the argmax (lowest id on ties).
+    Otherwise a draw from softmax(logits / temperature) after the top-k and top-p filters; `generator`
+    (seeded) makes it reproducible, None uses torch's global one."""
+    check_sampling(temperature=temperature, top_k=top_k, top_p=top_p)
+    logits = logits.float()
+    if greedy or temperature == 0:
+        return logits.argmax(dim=-1)
+    logits = apply_temperature(logits, temperature)
+    if top_k is not None:
+        logits = top_k_filter(logits, top_k)
+    if top_p is not None:
+        logits = top_p_filter(logits, top_p)
+    probs = torch.softmax(logits, dim=-1)  # (B, V)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (B,)
+
+
+__all__ = ["apply_temperature", "check_sampling", "sample_next", "top_k_filter", "top_p_filter"]

@@ -1,0 +1,303 @@
+"""Decoder-only language-model pretraining end to end: a recipe (data, model, training, sampling), the task
+the training loop runs, and sampling text from the trained model.
+
+Data: the documents of the training split are tokenized and joined into one stream, each document preceded
+by </s> (so every document starts after a separator, as GPT-2's <|endoftext|>) and the stream closed by one:
+
+    </s> doc_1 </s> doc_2 </s> ... doc_n </s>
+
+Blocks of block_size + 1 consecutive tokens are cut from it with stride block_size; a block's first
+block_size tokens are the input and its last block_size the targets (shifted by one), so every token is a
+target once. Each epoch starts the cut at a random offset (below block_size) and shuffles the blocks, both
+drawn from (seed, epoch), so an epoch's batches are fixed and a resumed run sees the same order.
+
+Validation covers its whole text (the last block padded, padding ignored): valid_loss is nats per token,
+valid_ppl = exp(valid_loss), and bits_per_char = total nats / ln 2 / characters, where the characters are
+those of the validation documents plus one per </s> target (the separator counts as one character, as a
+newline does in enwik8), so the figure compares across tokenizers.
+
+A run directory holds `recipe.yaml`, `metrics.jsonl`, the checkpoints `last/` and `best/`, and
+`samples.txt` (text sampled at the end).
+
+B batch (blocks), T block_size, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+import yaml
+from torch import Tensor, nn
+
+from tformer.config import GPTConfig, to_dict
+from tformer.data.text import load_text_corpus, read_texts
+from tformer.decoding import generate
+from tformer.models.presets import build_model, preset
+from tformer.tokenization.bpe import BPETokenizer
+from tformer.tokenization.char import CharTokenizer
+from tformer.tokenization.hf import load_tokenizer
+from tformer.training.checkpoint import tokenizer_dir
+from tformer.training.loop import TrainConfig, fit
+from tformer.training.losses import label_smoothed_nll, nll_sum
+from tformer.training.optim import OptimConfig
+from tformer.training.schedules import ScheduleConfig
+
+SPLITS = ("train", "valid", "test")
+CORPORA = ("bible", "bbc", "files")
+TOKENIZERS = ("char", "bpe")
+
+
+@dataclass(kw_only=True)
+class LMDataConfig:
+    corpus: str = "bible"  # "bible" (World English Bible), "bbc" (BBC News), or "files" (your paths)
+    paths: list[str] | None = None  # files: training text (.txt files, directories of them, .jsonl)
+    valid_paths: list[str] | None = None  # files: validation text
+    test_paths: list[str] | None = None  # files: test text (optional)
+    tokenizer: str = "char"  # "char" or "bpe" (byte-level BPE), trained on the training split
+    vocab_size: int = 8000  # bpe only; a char vocabulary is every character of the training text
+    block_size: int = 256  # context length n: input tokens of one block
+    batch_size: int = 32  # blocks per micro-batch
+    eval_tokens: int | None = None  # evaluate on the first validation documents up to about this many tokens
+
+    def __post_init__(self) -> None:
+        if self.corpus not in CORPORA:
+            raise ValueError(f"data.corpus={self.corpus!r} is not allowed; choose one of {', '.join(CORPORA)}")
+        if self.corpus == "files" and not (self.paths and self.valid_paths):
+            raise ValueError("data.corpus='files' needs data.paths and data.valid_paths (.txt, directories, .jsonl)")
+        if self.tokenizer not in TOKENIZERS:
+            raise ValueError(f"data.tokenizer={self.tokenizer!r} is not allowed; choose one of {', '.join(TOKENIZERS)}")
+        for name in ("vocab_size", "block_size", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"data.{name}={getattr(self, name)} must be a positive integer")
+        if self.eval_tokens is not None and self.eval_tokens < 1:
+            raise ValueError(f"data.eval_tokens={self.eval_tokens} must be a positive integer or null")
+
+
+@dataclass(kw_only=True)
+class LMModelSpec:
+    preset: str = "gpt-tiny"
+    overrides: dict = field(default_factory=dict)  # nested config values over the preset
+
+
+@dataclass(kw_only=True)
+class SampleConfig:
+    prompts: list[str] = field(default_factory=lambda: [""])  # "" starts a new document
+    max_new_tokens: int = 200
+    temperature: float = 0.8  # 0: greedy
+    top_k: int | None = 40  # sample among the k most likely tokens (None: all)
+    top_p: float | None = None  # nucleus: the fewest most likely tokens holding this probability (None: all)
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 0:
+            raise ValueError(f"sample.max_new_tokens={self.max_new_tokens} must be >= 0")
+        if self.temperature < 0:
+            raise ValueError(f"sample.temperature={self.temperature} must be >= 0")
+        if self.top_k is not None and self.top_k < 1:
+            raise ValueError(f"sample.top_k={self.top_k} must be a positive integer or null")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise ValueError(f"sample.top_p={self.top_p} must be in (0, 1] or null")
+
+
+def _lm_train_config() -> TrainConfig:
+    """Language-model defaults: plain cross entropy, AdamW (decay 0.1, betas 0.9 / 0.95), warm-up + cosine."""
+    return TrainConfig(label_smoothing=0.0, optim=OptimConfig(name="adamw", lr=1e-3, betas=(0.9, 0.95), eps=1e-8,
+                                                              weight_decay=0.1, clip_norm=1.0),
+                       schedule=ScheduleConfig(name="cosine", warmup=100, total_steps=1000, min_ratio=0.1))
+
+
+@dataclass(kw_only=True)
+class LMRecipe:
+    task: str = "lm"
+    out_dir: str = "runs/lm"
+    data: LMDataConfig = field(default_factory=LMDataConfig)
+    model: LMModelSpec = field(default_factory=LMModelSpec)
+    train: TrainConfig = field(default_factory=_lm_train_config)
+    sample: SampleConfig = field(default_factory=SampleConfig)
+
+
+def load_split(data: LMDataConfig, split: str) -> list[str]:
+    """The documents of one split."""
+    if split not in SPLITS:
+        raise ValueError(f"split {split!r} is not one of {', '.join(SPLITS)}")
+    if data.corpus != "files":
+        return load_text_corpus(data.corpus, "validation" if split == "valid" else split)
+    paths = {"train": data.paths, "valid": data.valid_paths, "test": data.test_paths}[split]
+    if not paths:
+        raise ValueError(f"data.{'paths' if split == 'train' else split + '_paths'} is not set")
+    return read_texts(paths)
+
+
+def train_tokenizer(data: LMDataConfig, texts: list[str]) -> CharTokenizer | BPETokenizer:
+    if data.tokenizer == "char":
+        return CharTokenizer.train(texts)
+    return BPETokenizer.train(texts, vocab_size=data.vocab_size)
+
+
+# --- packing --------------------------------------------------------------------------------------------
+
+
+class LMBatch(NamedTuple):
+    inputs: Tensor  # (B, T) token ids
+    targets: Tensor  # (B, T) the next token of each input; pad where there is none
+
+
+def token_stream(docs: list[str], tokenizer: Any) -> Tensor:
+    """</s> doc_1 </s> doc_2 ... doc_n </s> as one (N,) tensor of ids."""
+    eos = tokenizer.eos_id
+    ids = [eos]
+    for doc in tokenizer.encode_batch(docs):
+        ids += doc
+        ids.append(eos)
+    return torch.tensor(ids, dtype=torch.long)
+
+
+def pack_blocks(stream: Tensor, *, block_size: int, offset: int = 0) -> Tensor:
+    """Blocks of block_size + 1 tokens with stride block_size, from `offset`; a short tail is left out."""
+    return stream[offset:].unfold(0, block_size + 1, block_size)  # (N, T + 1)
+
+
+def pack_padded(stream: Tensor, *, block_size: int, pad_id: int) -> Tensor:
+    """`pack_blocks` keeping the tail: the last block is padded, so every token but the first is a target."""
+    n_blocks = max(1, math.ceil((len(stream) - 1) / block_size))
+    padded = torch.full((n_blocks * block_size + 1,), pad_id, dtype=torch.long)
+    padded[: len(stream)] = stream
+    return pack_blocks(padded, block_size=block_size)  # (N, T + 1)
+
+
+def split_block(blocks: Tensor) -> LMBatch:
+    return LMBatch(inputs=blocks[:, :-1], targets=blocks[:, 1:])  # (B, T) each
+
+
+def epoch_blocks(stream: Tensor, *, block_size: int, seed: int, epoch: int) -> Tensor:
+    """The training blocks of one epoch, in training order: a random start offset, then shuffled."""
+    rng = np.random.default_rng([seed, epoch])
+    offset = int(rng.integers(min(block_size, len(stream) - block_size)))
+    blocks = pack_blocks(stream, block_size=block_size, offset=offset)  # (N, T + 1)
+    return blocks[torch.from_numpy(rng.permutation(len(blocks)))]
+
+
+# --- the task -------------------------------------------------------------------------------------------
+
+
+class LMTask:
+    """Shuffled blocks of the training stream; summed next-token cross entropy; validation loss, perplexity
+    and bits per character."""
+
+    def __init__(self, recipe: LMRecipe, tokenizer: Any, *, train_docs: list[str] | None = None,
+                 valid_docs: list[str] | None = None) -> None:
+        self.recipe, self.tokenizer, data = recipe, tokenizer, recipe.data
+        self.stream = token_stream(load_split(data, "train") if train_docs is None else train_docs, tokenizer)
+        if len(self.stream) < data.block_size + 1:
+            raise ValueError(f"the training text has {len(self.stream)} tokens; data.block_size="
+                             f"{data.block_size} needs at least {data.block_size + 1}")
+        docs = self._eval_docs(load_split(data, "valid") if valid_docs is None else valid_docs)
+        self.valid_chars = sum(len(d) for d in docs) + len(docs)  # each document's </s> counts as one
+        valid = pack_padded(token_stream(docs, tokenizer), block_size=data.block_size, pad_id=tokenizer.pad_id)
+        step = data.batch_size
+        self.valid_batches = [split_block(valid[i : i + step]) for i in range(0, len(valid), step)]
+
+    def _eval_docs(self, docs: list[str]) -> list[str]:
+        """The first documents up to data.eval_tokens tokens (at least one), or all."""
+        limit = self.recipe.data.eval_tokens
+        if limit is None:
+            return docs
+        kept, total = [], 0
+        for doc, ids in zip(docs, self.tokenizer.encode_batch(docs), strict=True):
+            if kept and total + len(ids) + 1 > limit:
+                break
+            kept.append(doc)
+            total += len(ids) + 1
+        return kept
+
+    def batches(self, epoch: int) -> list[LMBatch]:
+        data = self.recipe.data
+        blocks = epoch_blocks(self.stream, block_size=data.block_size, seed=self.recipe.train.seed, epoch=epoch)
+        return [split_block(blocks[i : i + data.batch_size]) for i in range(0, len(blocks), data.batch_size)]
+
+    def n_tokens(self, batch: LMBatch) -> int:
+        return int((batch.targets != self.tokenizer.pad_id).sum())
+
+    def loss(self, model: nn.Module, batch: LMBatch) -> Tensor:
+        logits = model(batch.inputs)  # (B, T, V)
+        loss, _ = label_smoothed_nll(logits, batch.targets, smoothing=self.recipe.train.label_smoothing,
+                                     ignore_index=self.tokenizer.pad_id)
+        return loss
+
+    @torch.inference_mode()
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        total, count = 0.0, 0
+        for batch in self.valid_batches:
+            nll, n = nll_sum(model(batch.inputs), batch.targets, ignore_index=self.tokenizer.pad_id)
+            total, count = total + float(nll), count + int(n)
+        return {"valid_loss": total / count, "valid_ppl": math.exp(min(total / count, 700.0)),
+                "bits_per_char": total / math.log(2) / self.valid_chars}
+
+
+# --- sampling -------------------------------------------------------------------------------------------
+
+
+def sample_texts(model: nn.Module, tokenizer: Any, config: SampleConfig, *, seed: int = 0) -> list[str]:
+    """One continuation per prompt, each prompt read as the start of a new document (after </s>); a
+    continuation ends at the next </s>. A prompt too long for the model keeps its last tokens."""
+    limit = model.config.max_len
+    max_new = min(config.max_new_tokens, limit - 1)
+    prompts = [[tokenizer.eos_id, *tokenizer.encode(p)][-(limit - max_new):] for p in config.prompts]
+    if not prompts:
+        return []
+    new = generate(model, prompts, max_new_tokens=max_new, temperature=config.temperature, top_k=config.top_k,
+                   top_p=config.top_p, stop_tokens=(tokenizer.eos_id,), seed=seed, pad_id=tokenizer.pad_id)
+    return [p + tokenizer.decode(ids) for p, ids in zip(config.prompts, new, strict=True)]
+
+
+# --- training -------------------------------------------------------------------------------------------
+
+
+def model_config(recipe: LMRecipe, tokenizer: Any) -> GPTConfig:
+    """The preset with the tokenizer's vocabulary and special ids; max_len raised to block_size if needed.
+    bos_id is the token a document starts after: </s>, the separator of the training stream (as GPT-2's
+    <|endoftext|>), so `tformer generate` and scoring start documents the way training saw them."""
+    ids = dict(vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id, bos_id=tokenizer.eos_id,
+               eos_id=tokenizer.eos_id)
+    overrides = {**recipe.model.overrides, **ids}
+    config = preset(recipe.model.preset, overrides)
+    if not isinstance(config, GPTConfig):
+        raise ValueError(f"model.preset={recipe.model.preset!r} is not decoder-only; language modelling needs a GPT")
+    block = recipe.data.block_size
+    if config.max_len < block:
+        if "max_len" in recipe.model.overrides:
+            raise ValueError(f"model.overrides.max_len={config.max_len} is below data.block_size={block}")
+        config = preset(recipe.model.preset, {**overrides, "max_len": block})
+    return config
+
+
+def train_lm(recipe: LMRecipe, *, resume: bool = False, progress: bool = True) -> dict[str, Any]:
+    """Train (or resume) the recipe's language model, then sample from it; returns the loop's final state
+    with the samples under "samples" (also written to out_dir/samples.txt)."""
+    out_dir = Path(recipe.out_dir)
+    torch.manual_seed(recipe.train.seed)
+    train_docs = load_split(recipe.data, "train")
+    if resume:
+        directory = tokenizer_dir(out_dir / "last")
+        if directory is None:
+            raise ValueError(f"cannot resume: no tokenizer in {out_dir / 'last'}")
+        tokenizer = load_tokenizer(directory)
+    else:
+        tokenizer = train_tokenizer(recipe.data, train_docs)
+    task = LMTask(recipe, tokenizer, train_docs=train_docs)
+    config = model_config(recipe, tokenizer)
+    model = build_model(config)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "recipe.yaml").write_text(yaml.safe_dump(to_dict(recipe), sort_keys=False))
+    state = fit(model, config, task, recipe.train, out_dir=out_dir, tokenizer=tokenizer, resume=resume,
+                progress=progress)
+    samples = sample_texts(model, tokenizer, recipe.sample, seed=recipe.train.seed)
+    (out_dir / "samples.txt").write_text("".join(f"=== sample {i}\n{s}\n" for i, s in enumerate(samples)))
+    if progress:
+        for text in samples:
+            print(f"--- sample\n{text}")
+    return {**state, "samples": samples}

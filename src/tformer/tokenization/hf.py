@@ -1,0 +1,93 @@
+"""Any Hugging Face `tokenizer.json` (the file that ships with a GPT-2, Llama, ... checkpoint) behind the
+`Tokenizer` protocol, and `load_tokenizer`, which picks the tokenizer class from the files in a directory.
+
+Such a tokenizer keeps its own ids, so its special tokens are looked up by their usual names and are None
+when the vocabulary has none: GPT-2 has only <|endoftext|> (its <s>, </s> and <unk>, and no padding);
+Llama has <s>, </s> and <unk> (no padding).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from tokenizers import Tokenizer as Backend
+
+from tformer.tokenization.bpe import FILENAME, SPECIAL_TOKENS, BPETokenizer
+from tformer.tokenization.char import FILENAME as CHAR_FILENAME
+from tformer.tokenization.char import CharTokenizer
+
+# role -> names tried in order; the first one in the vocabulary gives the id
+SPECIAL_NAMES = {
+    "pad": ("<pad>", "[PAD]", "<|pad|>", "<|finetune_right_pad_id|>"),
+    "bos": ("<s>", "<|begin_of_text|>", "[CLS]", "<|endoftext|>"),
+    "eos": ("</s>", "<|end_of_text|>", "[SEP]", "<|endoftext|>"),
+    "unk": ("<unk>", "[UNK]", "<|endoftext|>"),
+}
+
+
+class HFTokenizer:
+    """A Hugging Face `tokenizers` tokenizer with its own vocabulary and special-token ids."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.pad_id, self.bos_id, self.eos_id, self.unk_id = (self._find(names) for names in SPECIAL_NAMES.values())
+
+    def _find(self, names: Sequence[str]) -> int | None:
+        for name in names:
+            if (i := self.backend.token_to_id(name)) is not None:
+                return i
+        return None
+
+    @property
+    def vocab_size(self) -> int:
+        return self.backend.get_vocab_size(with_added_tokens=True)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text`, without the special tokens the tokenizer's post-processor would add."""
+        return self.backend.encode(text, add_special_tokens=False).ids
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return [e.ids for e in self.backend.encode_batch(list(texts), add_special_tokens=False)]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of `ids`, leaving out special tokens."""
+        return self.backend.decode([int(i) for i in ids], skip_special_tokens=True)
+
+    def save(self, directory: str | os.PathLike) -> Path:
+        """Write `directory`/tokenizer.json (creating the directory) and return its path."""
+        path = Path(directory) / FILENAME
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.backend.save(str(path))
+        return path
+
+    @classmethod
+    def load(cls, dir_or_file: str | os.PathLike) -> HFTokenizer:
+        """Read `tokenizer.json` from a directory (e.g. a downloaded checkpoint), or the file itself."""
+        path = Path(dir_or_file)
+        if path.is_dir():
+            path = path / FILENAME
+        if not path.is_file():
+            raise FileNotFoundError(f"no {FILENAME} at {path}")
+        return cls(Backend.from_file(str(path)))
+
+
+def load_tokenizer(path: str | os.PathLike) -> CharTokenizer | BPETokenizer | HFTokenizer:
+    """The tokenizer saved in `path`: a tokenizer directory, a checkpoint directory (its `tokenizer/`), or
+    the file itself. `char_tokenizer.json` is a CharTokenizer; a `tokenizer.json` whose ids 0-3 are
+    <pad> <s> </s> <unk> is tformer's BPETokenizer, any other `tokenizer.json` an HFTokenizer."""
+    path = Path(path)
+    if path.is_dir() and not (path / CHAR_FILENAME).is_file() and (path / "tokenizer").is_dir():
+        path = path / "tokenizer"  # a checkpoint directory
+    if path.is_dir():
+        candidates = [path / CHAR_FILENAME, path / FILENAME]
+        path = next((p for p in candidates if p.is_file()), path / FILENAME)
+    if not path.is_file():
+        raise FileNotFoundError(f"no tokenizer at {path} (expected {CHAR_FILENAME} or {FILENAME})")
+    if path.name == CHAR_FILENAME:
+        return CharTokenizer.load(path)
+    backend = Backend.from_file(str(path))
+    if all(backend.token_to_id(token) == i for i, token in enumerate(SPECIAL_TOKENS)):
+        return BPETokenizer(backend)
+    return HFTokenizer(backend)

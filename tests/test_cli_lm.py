@@ -1,0 +1,54 @@
+"""`tformer generate` and `tformer score` on a tiny GPT checkpoint with a character tokenizer."""
+
+import math
+
+import pytest
+
+import tformer
+from tformer.cli import main
+from tformer.tokenization.char import CharTokenizer
+from tformer.training.checkpoint import save_checkpoint
+
+TEXT = ["In the beginning God created the heavens and the earth.", "And the earth was waste and void."]
+
+
+@pytest.fixture
+def checkpoint(tmp_path):  # noqa: ANN001, ANN201
+    tokenizer = CharTokenizer.train(TEXT)
+    config = tformer.preset("gpt-tiny", {"vocab_size": tokenizer.vocab_size, "max_len": 64,
+                                         "bos_id": tokenizer.eos_id, "eos_id": tokenizer.eos_id})
+    save_checkpoint(tmp_path / "ckpt", model=tformer.build_model(config), config=config, tokenizer=tokenizer)
+    return tmp_path / "ckpt"
+
+
+def test_generate_streams_reproducible_text(checkpoint, capsys) -> None:  # noqa: ANN001
+    args = ["generate", "--checkpoint", str(checkpoint), "--prompt", "And the", "--max-new-tokens", "20",
+            "--temperature", "0.9", "--top-k", "5", "--seed", "3", "--no-stop"]
+    assert main(args) == 0
+    first = capsys.readouterr().out
+    assert main(args) == 0
+    assert capsys.readouterr().out == first
+    assert first.startswith("And the") and len(first.rstrip("\n")) == len("And the") + 20
+
+
+def test_score_prints_likelihood_and_bits(checkpoint, tmp_path, capsys) -> None:  # noqa: ANN001
+    file = tmp_path / "text.txt"
+    file.write_text("\n".join(TEXT) + "\n", encoding="utf-8")
+    assert main(["score", "--checkpoint", str(checkpoint), str(file), "--per-token"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("line\tlog_likelihood")
+    row = lines[1].split("\t")
+    log_prob, tokens, ppl, bpc = float(row[1]), int(row[2]), float(row[3]), float(row[4])
+    assert tokens == len(TEXT[0])  # every character is scored: the model starts from its bos_id
+    assert ppl == pytest.approx(math.exp(-log_prob / tokens), rel=1e-3)
+    assert bpc == pytest.approx(-log_prob / math.log(2) / len(TEXT[0]), rel=1e-3)
+    per_token = [line for line in lines if line.startswith("\t")]
+    assert len(per_token) == len(TEXT[0]) + len(TEXT[1])
+    assert sum(float(line.split("\t")[2]) for line in per_token[: len(TEXT[0])]) == pytest.approx(log_prob, abs=1e-2)
+
+
+def test_generate_refuses_an_encoder_decoder(tmp_path, capsys) -> None:  # noqa: ANN001
+    config = tformer.preset("transformer-tiny")
+    save_checkpoint(tmp_path / "s2s", model=tformer.build_model(config), config=config)
+    assert main(["generate", "--checkpoint", str(tmp_path / "s2s"), "--prompt", "x"]) == 2
+    assert "generate needs a GPT" in capsys.readouterr().err
