@@ -6,6 +6,7 @@
     tformer demo CONFIG.yaml [key=value ...]
     tformer generate --checkpoint DIR --prompt TEXT [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P]
     tformer score --checkpoint DIR FILE [--per-token]
+    tformer classify --checkpoint DIR [--input F] [--top N]
     tformer convert --from-hf DIR --out DIR   |   tformer convert --to-hf CHECKPOINT --out DIR
 
 A user error (bad config, bad file, bad value) prints one line `tformer: error: ...` and exits with 2.
@@ -87,6 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="text file: one sequence a line (encoder-decoder: source<TAB>target)")
     p.add_argument("--per-token", action="store_true", help="also print log p(x_t | x_<t) of every token")
     p.set_defaults(run=cmd_score)
+
+    p = sub.add_parser("classify", help="label lines with a BERT classifier (stdin or a file)")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--input", help="file of texts, one a line (default: stdin)")
+    p.add_argument("--top", type=int, default=1, help="print the N most likely labels of each line")
+    p.set_defaults(run=cmd_classify)
 
     p = sub.add_parser("convert", help="Hugging Face checkpoints in and out")
     group = p.add_mutually_exclusive_group(required=True)
@@ -252,6 +259,27 @@ def cmd_score(args: argparse.Namespace) -> int:
     total = sum(r.log_prob for r in results)
     chars = sum(len(line) for line in lines)
     print(f"all\t{total:.4f}\t{sum(r.n_tokens for r in results)}\t\t{-total / math.log(2) / chars:.4f}")
+    return 0
+
+
+def cmd_classify(args: argparse.Namespace) -> int:
+    from tformer.models import BertClassifier
+    from tformer.tasks.classify import classify
+    from tformer.tokenization import load_tokenizer
+    from tformer.training.checkpoint import load_model
+
+    model, config = load_model(args.checkpoint)
+    if not isinstance(model, BertClassifier):
+        raise ValueError(f"checkpoint {args.checkpoint} holds a {type(model).__name__}; classify needs a "
+                         f"BertClassifier (train one with task: classify)")
+    if args.top < 1:
+        raise ValueError(f"--top={args.top} must be a positive integer")
+    names = list(config.label_names) or [f"LABEL_{i}" for i in range(config.n_labels)]
+    lines = read_lines(args.input)
+    probs = classify(model, load_tokenizer(args.checkpoint), lines)  # (N, C)
+    top = probs.topk(min(args.top, probs.shape[1]), dim=-1)
+    for values, indices in zip(top.values.tolist(), top.indices.tolist(), strict=True):
+        print("\t".join(f"{names[i]}\t{p:.4f}" for p, i in zip(values, indices, strict=True)))
     return 0
 
 

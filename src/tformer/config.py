@@ -206,12 +206,15 @@ class BertConfig(TransformerConfig):
     init: InitConfig = field(default_factory=lambda: InitConfig(kind="normal"))
     type_vocab_size: int = 2
     n_labels: int = 2
+    label_names: list[str] = field(default_factory=list)  # the classes' names, if known (else LABEL_i)
     classifier_dropout: float = 0.1
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _positive("type_vocab_size", self.type_vocab_size)
         _positive("n_labels", self.n_labels)
+        if self.label_names and len(self.label_names) != self.n_labels:
+            raise ValueError(f"label_names has {len(self.label_names)} names but n_labels={self.n_labels}")
         _probability("classifier_dropout", self.classifier_dropout)
 
 

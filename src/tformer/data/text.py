@@ -150,9 +150,10 @@ def bbc_data_dir() -> Path:
 
 
 @lru_cache(maxsize=1)
-def _bbc_articles() -> tuple[str, ...]:
-    """Every distinct article, in (topic, file) order. One file (sports/199.txt) is Windows-1252, not UTF-8."""
-    seen: dict[str, None] = {}
+def _bbc_articles() -> tuple[tuple[str, str], ...]:
+    """Every distinct article as (topic, text), in (topic, file) order. One file (sports/199.txt) is
+    Windows-1252, not UTF-8."""
+    seen: dict[str, str] = {}
     for file in sorted(bbc_data_dir().glob("*/*.txt")):
         raw = file.read_bytes()
         try:
@@ -161,12 +162,13 @@ def _bbc_articles() -> tuple[str, ...]:
             text = raw.decode("cp1252")
         text = text.replace("\r\n", "\n").strip()
         if text:
-            seen.setdefault(text, None)  # the first copy of a duplicated article stays
-    return tuple(seen)
+            seen.setdefault(text, file.parent.name)  # the first copy of a duplicated article stays
+    return tuple((topic, text) for text, topic in seen.items())
 
 
-def load_bbc_text(split: str) -> list[str]:
-    """BBC News articles of one split, held out by article with a fixed seed (see the module docstring)."""
+def load_bbc_articles(split: str) -> list[tuple[str, str]]:
+    """(topic, article) pairs of one split, held out by article with a fixed seed (see the module
+    docstring); the same split for language modelling, BERT pretraining and topic classification."""
     _check_split(split)
     articles = list(_bbc_articles())
     random.Random(BBC_SEED).shuffle(articles)
@@ -175,6 +177,11 @@ def load_bbc_text(split: str) -> list[str]:
               "train": (n_valid + n_test, len(articles))}
     start, end = bounds[split]
     return articles[start:end]
+
+
+def load_bbc_text(split: str) -> list[str]:
+    """BBC News articles of one split (see `load_bbc_articles`)."""
+    return [text for _, text in load_bbc_articles(split)]
 
 
 def load_text_corpus(name_or_paths: str | PathLike | Sequence[PathLike], split: str = "train") -> list[str]:

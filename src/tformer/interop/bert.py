@@ -38,7 +38,7 @@ def config_from_hf(d: dict) -> BertConfig:
         n_layers=d.get("num_hidden_layers", 12), max_len=d.get("max_position_embeddings", 512),
         activation=activation_from_hf(d.get("hidden_act", "gelu")), bias=True,
         pad_id=d.get("pad_token_id") or 0, type_vocab_size=d.get("type_vocab_size", 2),
-        n_labels=len(d["id2label"]) if d.get("id2label") else 2,
+        n_labels=len(d["id2label"]) if d.get("id2label") else 2, label_names=names_from_hf(d.get("id2label")),
         classifier_dropout=hidden_dropout if classifier_dropout is None else classifier_dropout,
         norm=NormConfig(kind="layernorm", eps=d.get("layer_norm_eps", 1e-12), placement="post", final=False),
         positions=PositionConfig(kind="learned"),
@@ -55,7 +55,7 @@ def config_to_hf(cfg: BertConfig) -> dict:
         "num_hidden_layers": cfg.n_layers, "max_position_embeddings": cfg.max_len,
         "hidden_act": ACTIVATIONS_TO_HF[cfg.activation], "layer_norm_eps": cfg.norm.eps,
         "pad_token_id": cfg.pad_id, "type_vocab_size": cfg.type_vocab_size,
-        "id2label": {str(i): f"LABEL_{i}" for i in range(cfg.n_labels)},
+        "id2label": {str(i): name for i, name in enumerate(label_names(cfg))},
         "hidden_dropout_prob": cfg.dropout.residual, "attention_probs_dropout_prob": cfg.dropout.attention,
         "classifier_dropout": cfg.classifier_dropout, "initializer_range": cfg.init.std,
         "position_embedding_type": "absolute", "tie_word_embeddings": True,
@@ -98,3 +98,15 @@ def state_from_hf(sd: dict[str, Tensor], cfg: BertConfig) -> dict[str, Tensor]:
 
 def state_to_hf(sd: dict[str, Tensor], cfg: BertConfig) -> dict[str, Tensor]:
     return {theirs: sd[ours] for ours, theirs in _pairs(cfg)}
+
+
+def label_names(cfg: BertConfig) -> list[str]:
+    return list(cfg.label_names) or [f"LABEL_{i}" for i in range(cfg.n_labels)]
+
+
+def names_from_hf(id2label: dict | None) -> list[str]:
+    """Class names from config.json's id2label, unless they are the default LABEL_i."""
+    if not id2label:
+        return []
+    names = [str(id2label.get(str(i), id2label.get(i, f"LABEL_{i}"))) for i in range(len(id2label))]
+    return [] if names == [f"LABEL_{i}" for i in range(len(names))] else names

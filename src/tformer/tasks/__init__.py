@@ -10,6 +10,8 @@ from typing import Any
 import yaml
 
 from tformer.config import from_dict
+from tformer.tasks.bert import PretrainRecipe, train_bert
+from tformer.tasks.classify import ClassifyRecipe, train_classifier
 from tformer.tasks.lm import LMRecipe, train_lm
 from tformer.tasks.translation import TranslationRecipe, train_translation
 
@@ -17,6 +19,8 @@ from tformer.tasks.translation import TranslationRecipe, train_translation
 TASKS: dict[str, tuple[type, Callable[..., dict]]] = {
     "translation": (TranslationRecipe, train_translation),
     "lm": (LMRecipe, train_lm),
+    "bert": (PretrainRecipe, train_bert),
+    "classify": (ClassifyRecipe, train_classifier),
 }
 
 

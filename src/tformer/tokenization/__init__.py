@@ -14,6 +14,7 @@ from typing import Protocol, runtime_checkable
 from tformer.tokenization.bpe import SPECIAL_TOKENS, BPETokenizer
 from tformer.tokenization.char import CharTokenizer
 from tformer.tokenization.hf import HFTokenizer, load_tokenizer
+from tformer.tokenization.wordpiece import WordPieceTokenizer
 
 
 @runtime_checkable
@@ -38,4 +39,4 @@ class Tokenizer(Protocol):
 
 
 __all__ = ["SPECIAL_TOKENS", "BPETokenizer", "Tokenizer"]
-__all__ += ["CharTokenizer", "HFTokenizer", "load_tokenizer"]
+__all__ += ["CharTokenizer", "HFTokenizer", "WordPieceTokenizer", "load_tokenizer"]

@@ -17,6 +17,8 @@ from tokenizers import Tokenizer as Backend
 from tformer.tokenization.bpe import FILENAME, SPECIAL_TOKENS, BPETokenizer
 from tformer.tokenization.char import FILENAME as CHAR_FILENAME
 from tformer.tokenization.char import CharTokenizer
+from tformer.tokenization.wordpiece import SPECIAL_TOKENS as WORDPIECE_SPECIAL_TOKENS
+from tformer.tokenization.wordpiece import WordPieceTokenizer
 
 # role -> names tried in order; the first one in the vocabulary gives the id
 SPECIAL_NAMES = {
@@ -73,10 +75,11 @@ class HFTokenizer:
         return cls(Backend.from_file(str(path)))
 
 
-def load_tokenizer(path: str | os.PathLike) -> CharTokenizer | BPETokenizer | HFTokenizer:
+def load_tokenizer(path: str | os.PathLike) -> CharTokenizer | BPETokenizer | WordPieceTokenizer | HFTokenizer:
     """The tokenizer saved in `path`: a tokenizer directory, a checkpoint directory (its `tokenizer/`), or
     the file itself. `char_tokenizer.json` is a CharTokenizer; a `tokenizer.json` whose ids 0-3 are
-    <pad> <s> </s> <unk> is tformer's BPETokenizer, any other `tokenizer.json` an HFTokenizer."""
+    <pad> <s> </s> <unk> is tformer's BPETokenizer, one whose ids 0-4 are [PAD] [CLS] [SEP] [UNK] [MASK] its
+    WordPieceTokenizer, any other `tokenizer.json` an HFTokenizer."""
     path = Path(path)
     if path.is_dir() and not (path / CHAR_FILENAME).is_file() and (path / "tokenizer").is_dir():
         path = path / "tokenizer"  # a checkpoint directory
@@ -90,4 +93,6 @@ def load_tokenizer(path: str | os.PathLike) -> CharTokenizer | BPETokenizer | HF
     backend = Backend.from_file(str(path))
     if all(backend.token_to_id(token) == i for i, token in enumerate(SPECIAL_TOKENS)):
         return BPETokenizer(backend)
+    if all(backend.token_to_id(token) == i for i, token in enumerate(WORDPIECE_SPECIAL_TOKENS)):
+        return WordPieceTokenizer(backend)
     return HFTokenizer(backend)
