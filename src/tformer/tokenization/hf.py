@@ -14,7 +14,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer as Backend
 
-from tformer.tokenization.bpe import FILENAME, SPECIAL_TOKENS, BPETokenizer
+from tformer.tokenization.backend import FILENAME, BackendTokenizer
+from tformer.tokenization.bpe import SPECIAL_TOKENS, BPETokenizer
 from tformer.tokenization.char import FILENAME as CHAR_FILENAME
 from tformer.tokenization.char import CharTokenizer
 from tformer.tokenization.wordpiece import SPECIAL_TOKENS as WORDPIECE_SPECIAL_TOKENS
@@ -29,11 +30,11 @@ SPECIAL_NAMES = {
 }
 
 
-class HFTokenizer:
+class HFTokenizer(BackendTokenizer):
     """A Hugging Face `tokenizers` tokenizer with its own vocabulary and special-token ids."""
 
     def __init__(self, backend: Backend) -> None:
-        self.backend = backend
+        super().__init__(backend)
         self.pad_id, self.bos_id, self.eos_id, self.unk_id = (self._find(names) for names in SPECIAL_NAMES.values())
 
     def _find(self, names: Sequence[str]) -> int | None:
@@ -41,38 +42,6 @@ class HFTokenizer:
             if (i := self.backend.token_to_id(name)) is not None:
                 return i
         return None
-
-    @property
-    def vocab_size(self) -> int:
-        return self.backend.get_vocab_size(with_added_tokens=True)
-
-    def encode(self, text: str) -> list[int]:
-        """Token ids of `text`, without the special tokens the tokenizer's post-processor would add."""
-        return self.backend.encode(text, add_special_tokens=False).ids
-
-    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        return [e.ids for e in self.backend.encode_batch(list(texts), add_special_tokens=False)]
-
-    def decode(self, ids: Sequence[int]) -> str:
-        """The text of `ids`, leaving out special tokens."""
-        return self.backend.decode([int(i) for i in ids], skip_special_tokens=True)
-
-    def save(self, directory: str | os.PathLike) -> Path:
-        """Write `directory`/tokenizer.json (creating the directory) and return its path."""
-        path = Path(directory) / FILENAME
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.backend.save(str(path))
-        return path
-
-    @classmethod
-    def load(cls, dir_or_file: str | os.PathLike) -> HFTokenizer:
-        """Read `tokenizer.json` from a directory (e.g. a downloaded checkpoint), or the file itself."""
-        path = Path(dir_or_file)
-        if path.is_dir():
-            path = path / FILENAME
-        if not path.is_file():
-            raise FileNotFoundError(f"no {FILENAME} at {path}")
-        return cls(Backend.from_file(str(path)))
 
 
 def load_tokenizer(path: str | os.PathLike) -> CharTokenizer | BPETokenizer | WordPieceTokenizer | HFTokenizer:

@@ -12,19 +12,18 @@ Ids follow the tformer protocol, with [CLS] as the begin token and [SEP] as the 
 
 from __future__ import annotations
 
-import os
 import unicodedata
-from collections.abc import Iterable, Sequence
-from pathlib import Path
+from collections.abc import Iterable
 
 from tokenizers import Tokenizer as Backend
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
+from tformer.tokenization.backend import BackendTokenizer, check_special_ids
+
 SPECIAL_TOKENS = ("[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]")  # ids 0..4
-FILENAME = "tokenizer.json"
 
 
-class WordPieceTokenizer:
+class WordPieceTokenizer(BackendTokenizer):
     """An uncased WordPiece vocabulary with BERT's five special tokens at fixed ids."""
 
     pad_id, bos_id, eos_id, unk_id, mask_id = 0, 1, 2, 3, 4
@@ -32,11 +31,8 @@ class WordPieceTokenizer:
     n_special = len(SPECIAL_TOKENS)
 
     def __init__(self, backend: Backend) -> None:
-        for expected, token in enumerate(SPECIAL_TOKENS):
-            found = backend.token_to_id(token)
-            if found != expected:
-                raise ValueError(f"special token {token} has id {found}, expected {expected}")
-        self.backend = backend
+        check_special_ids(backend, SPECIAL_TOKENS)
+        super().__init__(backend)
 
     @classmethod
     def train(cls, texts: Iterable[str], *, vocab_size: int = 8000, min_frequency: int = 2) -> WordPieceTokenizer:
@@ -59,43 +55,9 @@ class WordPieceTokenizer:
         return cls(_backend(models.WordPiece(vocab, unk_token="[UNK]", max_input_chars_per_word=100,
                                              continuing_subword_prefix="##")))
 
-    @property
-    def vocab_size(self) -> int:
-        return self.backend.get_vocab_size(with_added_tokens=True)
-
-    def encode(self, text: str) -> list[int]:
-        """Piece ids of `text`, with no special tokens."""
-        return self.backend.encode(text, add_special_tokens=False).ids
-
-    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        return [e.ids for e in self.backend.encode_batch(list(texts), add_special_tokens=False)]
-
     def word_starts(self, text: str) -> list[bool]:
         """For each piece of `encode(text)`: True where a word starts (a piece without "##")."""
         return [not token.startswith("##") for token in self.backend.encode(text, add_special_tokens=False).tokens]
-
-    def decode(self, ids: Sequence[int]) -> str:
-        """The (normalised) text of `ids`, leaving out special tokens."""
-        return self.backend.decode([int(i) for i in ids], skip_special_tokens=True)
-
-    def token(self, i: int) -> str | None:
-        return self.backend.id_to_token(i)
-
-    def save(self, directory: str | os.PathLike) -> Path:
-        """Write `directory`/tokenizer.json (creating the directory) and return its path."""
-        path = Path(directory) / FILENAME
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.backend.save(str(path))
-        return path
-
-    @classmethod
-    def load(cls, directory: str | os.PathLike) -> WordPieceTokenizer:
-        path = Path(directory)
-        if path.is_dir():
-            path = path / FILENAME
-        if not path.is_file():
-            raise FileNotFoundError(f"no {FILENAME} at {path}")
-        return cls(Backend.from_file(str(path)))
 
 
 def _backend(model: models.WordPiece) -> Backend:
