@@ -186,8 +186,10 @@ def pretrained_encoder(path: str | Path) -> tuple[nn.Module, BertConfig, Any]:
     return model.bert, config, load_tokenizer(tokenizer_path)
 
 
-def build_classifier(recipe: ClassifyRecipe, train: Labelled) -> tuple[BertClassifier, Any]:
-    """The classifier (fresh head; encoder pretrained or fresh) and its tokenizer."""
+def build_classifier(recipe: ClassifyRecipe, train: Labelled, *,
+                     tokenizer: WordPieceTokenizer | None = None) -> tuple[BertClassifier, Any]:
+    """The classifier (fresh head; encoder pretrained or fresh) and its tokenizer: the pretrained one, else
+    `tokenizer` (a resumed run's), else one trained on the training texts."""
     labels = dict(n_labels=len(train.names), label_names=list(train.names))
     if recipe.model.init_from:
         encoder, config, tokenizer = pretrained_encoder(recipe.model.init_from)
@@ -195,7 +197,7 @@ def build_classifier(recipe: ClassifyRecipe, train: Labelled) -> tuple[BertClass
         model = BertClassifier(config)
         model.bert.load_state_dict(encoder.state_dict())
         return model, tokenizer
-    tokenizer = WordPieceTokenizer.train(train.texts, vocab_size=recipe.data.vocab_size)
+    tokenizer = tokenizer or WordPieceTokenizer.train(train.texts, vocab_size=recipe.data.vocab_size)
     overrides = {**recipe.model.overrides, **labels, "vocab_size": tokenizer.vocab_size, "pad_id": tokenizer.pad_id}
     overrides.setdefault("max_len", recipe.data.max_len)
     config = preset(recipe.model.preset, overrides)
@@ -210,11 +212,10 @@ def train_classifier(recipe: ClassifyRecipe, *, resume: bool = False, progress: 
     torch.manual_seed(recipe.train.seed)
     train = load_split(recipe.data, "train")
     valid = load_split(recipe.data, "validation", names=train.names)
-    model, tokenizer = build_classifier(recipe, train)
+    saved = load_tokenizer(tokenizer_dir(out_dir / "last") or out_dir / "last") if resume else None
+    model, tokenizer = build_classifier(recipe, train, tokenizer=saved)
     if model.config.max_len < recipe.data.max_len:
         raise ValueError(f"data.max_len={recipe.data.max_len} exceeds the model's max_len={model.config.max_len}")
-    if resume:
-        tokenizer = load_tokenizer(tokenizer_dir(out_dir / "last") or out_dir / "last")
     task = ClassifyTask(recipe, tokenizer, train, valid)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "recipe.yaml").write_text(yaml.safe_dump(to_dict(recipe), sort_keys=False))
