@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from tformer.nn.attention import Attention
+from tformer.nn.kernels import ExactAttention
 from tformer.nn.kv_cache import KVCache
 from tformer.nn.masks import attention_mask, causal_mask
 
@@ -13,7 +14,8 @@ D, H = 32, 4
 
 
 def make(kernel: str, *, n_kv_heads: int = H) -> Attention:
-    return Attention(d_model=D, n_heads=H, n_kv_heads=n_kv_heads, head_dim=D // H, kernel=kernel).eval()
+    return Attention(d_model=D, n_heads=H, n_kv_heads=n_kv_heads, head_dim=D // H,
+                     kernel=ExactAttention(fused=kernel == "sdpa")).eval()
 
 
 def copy_from_torch(ours: Attention, ref: nn.MultiheadAttention) -> None:

@@ -98,3 +98,13 @@ def test_betas_from_yaml_list_become_a_tuple():
 
     config = from_dict(OptimConfig, {"betas": [0.9, 0.999], "clip_norm": None})
     assert config.betas == (0.9, 0.999) and config.clip_norm is None
+
+
+def test_state_space_time_constants_are_not_decayed() -> None:
+    from tformer.nn.ssm import SSMMixer
+
+    mixer = SSMMixer(d_model=8, state=4, expand=2, conv=3, chunk=4, bidirectional=False)
+    decayed, kept = param_groups(mixer, 0.1)
+    assert any(p is mixer.forward_ssm.A_log for p in kept["params"])
+    assert not any(p is mixer.forward_ssm.A_log for p in decayed["params"])
+    assert any(p is mixer.in_proj.weight for p in decayed["params"])

@@ -29,7 +29,9 @@ PLACEMENTS = ("post", "pre")
 POSITION_KINDS = ("sinusoidal", "learned", "none", "rope", "alibi")
 SINUSOID_LAYOUTS = ("interleaved", "split")
 INIT_KINDS = ("xavier", "normal")
-KERNELS = ("sdpa", "eager")
+ATTENTION_KINDS = ("sdpa", "eager", "windowed", "sparse", "lowrank", "linear", "lsh", "ssm")
+EXACT_KINDS = ("sdpa", "eager")
+SPARSE_PATTERNS = ("strided", "fixed")
 
 
 def _choice(name: str, value: object, allowed: tuple) -> None:
@@ -72,6 +74,8 @@ class PositionConfig:
     """How tokens learn their order: added to the embeddings (sinusoidal, learned) or inside attention
     (RoPE rotates queries and keys, ALiBi biases the scores)."""
 
+    SHORTHAND = "kind"
+
     kind: str = "sinusoidal"
     sinusoid_layout: str = "interleaved"  # paper: sin on even dims, cos on odd; "split": sin half | cos half
     rope_theta: float = 10000.0
@@ -81,6 +85,58 @@ class PositionConfig:
         _choice("positions.sinusoid_layout", self.sinusoid_layout, SINUSOID_LAYOUTS)
         if not self.rope_theta > 0:
             raise ValueError(f"positions.rope_theta={self.rope_theta!r} must be > 0")
+
+
+@dataclass(kw_only=True)
+class AttentionConfig:
+    """Which token mixer every self-attention layer uses; cross-attention is always exact. A plain string
+    is short for the kind (`attention: windowed`). Each kind reads only its own options:
+
+    sdpa, eager  exact softmax(QK^T / sqrt(k)) V; sdpa is PyTorch's fused kernel, eager the reference
+    windowed     restricted self-attention: query i sees keys j with |i - j| <= window (j <= i if causal)
+    sparse       Child et al. 2019: `pattern` strided (the last `block` keys + every block-th key before)
+                 or fixed (its own block + the last `summary` positions of every block)
+    lowrank      Linformer (Wang et al. 2020): keys and values projected along the sequence to `rank`
+                 rows; bidirectional only (in an encoder-decoder it replaces the encoder's attention)
+    linear       Katharopoulos et al. 2020, feature map elu + 1; causal form computed in `chunk`-long
+                 blocks, decoded with a constant-size recurrent state
+    lsh          Reformer (Kitaev et al. 2020): shared query/key projection, `buckets` buckets from random
+                 rotations (seeded by `seed`), `rounds` hash rounds, attention within `chunk`-long chunks
+                 and to the chunk before
+    ssm          a Mamba-style selective state-space mixer (Gu & Dao 2023) in place of attention: state
+                 size `state`, inner width `expand` * d, causal convolution of width `conv`
+    """
+
+    SHORTHAND = "kind"
+
+    kind: str = "sdpa"
+    window: int = 64  # windowed: the neighbourhood r
+    pattern: str = "strided"  # sparse
+    block: int = 32  # sparse: the stride / block length l
+    summary: int = 4  # sparse fixed: c summary positions per block
+    rank: int = 64  # lowrank: projected length
+    buckets: int = 8  # lsh
+    rounds: int = 2  # lsh
+    chunk: int = 64  # lsh: chunk length; linear and ssm: block length of the parallel form
+    seed: int = 0  # lsh: the random rotations
+    state: int = 16  # ssm: N
+    expand: int = 2  # ssm
+    conv: int = 4  # ssm
+
+    def __post_init__(self) -> None:
+        _choice("attention.kind", self.kind, ATTENTION_KINDS)
+        _choice("attention.pattern", self.pattern, SPARSE_PATTERNS)
+        for name in ("window", "block", "summary", "rank", "buckets", "rounds", "chunk", "state", "expand", "conv"):
+            _positive(f"attention.{name}", getattr(self, name))
+        if self.summary > self.block:
+            raise ValueError(f"attention.summary={self.summary} must be <= attention.block={self.block}")
+        if self.buckets > 1 and self.buckets % 2:
+            raise ValueError(f"attention.buckets={self.buckets} must be 1 or even (random rotations give "
+                             "buckets in +/- pairs)")
+
+    @property
+    def exact(self) -> bool:
+        return self.kind in EXACT_KINDS
 
 
 @dataclass(kw_only=True)
@@ -124,7 +180,7 @@ class TransformerConfig:
     max_len: int = 512
     activation: str = "relu"
     bias: bool = True
-    attention: str = "sdpa"  # attention kernel from the registry; "eager" is the reference
+    attention: AttentionConfig = field(default_factory=AttentionConfig)  # self-attention kind and options
     scale_embeddings: bool = False  # multiply token embeddings by sqrt(d), as the paper does
     tie_embeddings: bool = True
     pad_id: int = 0
@@ -134,10 +190,12 @@ class TransformerConfig:
     init: InitConfig = field(default_factory=InitConfig)
 
     def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):  # sub-configs may be given as plain dicts
-            value = getattr(self, f.name)
-            if isinstance(value, dict) and f.default_factory is not dataclasses.MISSING:
-                default = f.default_factory()
+        for f in dataclasses.fields(self):  # sub-configs may be given as plain dicts (or a shorthand)
+            value, factory = getattr(self, f.name), f.default_factory
+            if isinstance(value, str) and factory is not dataclasses.MISSING and hasattr(factory(), "SHORTHAND"):
+                value = {factory().SHORTHAND: value}
+            if isinstance(value, dict) and factory is not dataclasses.MISSING:
+                default = factory()
                 setattr(self, f.name, from_dict(type(default), {**_given(default), **value}, where=f"{f.name}."))
         for name in ("vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "max_len"):
             _positive(name, getattr(self, name))
@@ -158,9 +216,23 @@ class TransformerConfig:
                 "n_kv_heads must divide n_heads (1 = multi-query, n_heads = multi-head)"
             )
         _choice("activation", self.activation, ACTIVATIONS)
-        _choice("attention", self.attention, KERNELS)
+        self._check_attention()
         if not 0 <= self.pad_id < self.vocab_size:
             raise ValueError(f"pad_id={self.pad_id} must be in [0, vocab_size={self.vocab_size})")
+
+    def _check_attention(self) -> None:
+        kind, pos = self.attention.kind, self.positions.kind
+        if pos == "alibi" and not self.attention.exact:
+            raise ValueError(f"positions.kind=alibi needs exact attention (sdpa or eager), not "
+                             f"attention.kind={kind}: its bias covers the full T x S score matrix")
+        if kind == "ssm" and pos in ("rope", "alibi"):
+            raise ValueError(f"positions.kind={pos} acts inside attention and would do nothing with "
+                             "attention.kind=ssm; use sinusoidal, learned or none")
+        if kind == "lsh" and self.n_kv_heads != self.n_heads:
+            raise ValueError(f"attention.kind=lsh shares queries and keys, so n_kv_heads={self.n_kv_heads} "
+                             f"must equal n_heads={self.n_heads}")
+        if kind == "lowrank" and self.attention.rank > self.max_len:
+            raise ValueError(f"attention.rank={self.attention.rank} must be <= max_len={self.max_len}")
 
 
 @dataclass(kw_only=True)
@@ -229,6 +301,12 @@ class GPTConfig(TransformerConfig):
     bos_id: int | None = None
     eos_id: int | None = None
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.attention.kind == "lowrank":
+            raise ValueError("attention.kind=lowrank mixes all positions, so it cannot be causal; a GPT "
+                             "needs causal attention (use windowed, sparse, linear, lsh or ssm)")
+
 
 FAMILIES: dict[str, type[TransformerConfig]] = {
     "seq2seq": Seq2SeqConfig,
@@ -265,6 +343,8 @@ def from_dict(cls: type[C], data: dict, *, where: str = "") -> C:
         if key not in known:
             raise ValueError(f"unknown config key {name!r}; known keys: {', '.join(sorted(known))}")
         factory = known[key].default_factory
+        if isinstance(value, str) and hasattr(hints[key], "SHORTHAND"):
+            value = {hints[key].SHORTHAND: value}  # `attention: linear` means `attention: {kind: linear}`
         if dataclasses.is_dataclass(hints[key]) and isinstance(value, dict) and factory is not dataclasses.MISSING:
             value = {**_given(factory()), **value}  # a partial sub-config overrides the family's default
         kwargs[key] = _coerce(hints[key], value, name)

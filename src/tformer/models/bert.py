@@ -30,7 +30,7 @@ class Bert(nn.Module):
         self.embed = build_embeddings(config, nn.Embedding(config.vocab_size, d),
                                       segments=nn.Embedding(config.type_vocab_size, d),
                                       norm=build_norm(config.norm, d))
-        self.encoder = Stack(config, n_layers=config.n_layers)
+        self.encoder = Stack(config, n_layers=config.n_layers, causal=False)
         self.pooler = nn.Linear(d, d)
 
     def forward(self, ids: Tensor, *, segments: Tensor | None = None,

@@ -20,7 +20,7 @@ class GPT(nn.Module):
         self.config = config
         tokens = nn.Embedding(config.vocab_size, config.d_model)
         self.embed = build_embeddings(config, tokens)
-        self.decoder = Stack(config, n_layers=config.n_layers)
+        self.decoder = Stack(config, n_layers=config.n_layers, causal=True)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         init_weights(self, config.init, n_layers=config.n_layers)
         if config.tie_embeddings:

@@ -29,8 +29,8 @@ class EncoderDecoder(nn.Module):
         src_tokens = tgt_tokens if config.shared_vocab else nn.Embedding(config.src_vocab_size, d)
         self.src_embed = build_embeddings(config, src_tokens)
         self.tgt_embed = build_embeddings(config, tgt_tokens)
-        self.encoder = Stack(config, n_layers=config.n_layers)
-        self.decoder = Stack(config, n_layers=config.n_decoder_layers, cross=True)
+        self.encoder = Stack(config, n_layers=config.n_layers, causal=False)
+        self.decoder = Stack(config, n_layers=config.n_decoder_layers, causal=True, cross=True)
         self.lm_head = nn.Linear(d, config.vocab_size, bias=config.output_bias)
         init_weights(self, config.init, n_layers=config.n_layers + config.n_decoder_layers)
         if config.tie_embeddings:

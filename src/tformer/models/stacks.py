@@ -1,5 +1,6 @@
 """Builders that turn a config into modules, and the pieces every family shares: the embedding sum and
-a stack of layers. Every variant (norm, positions, activation, attention kernel) is chosen here, once.
+a stack of layers. Every variant (norm, positions, activation, attention kind or state-space mixer) is
+chosen here, once.
 
 B batch, T length, d width.
 """
@@ -11,13 +12,15 @@ import math
 import torch
 from torch import Tensor, nn
 
-from tformer.config import TransformerConfig
+from tformer.config import AttentionConfig, TransformerConfig
 from tformer.nn.attention import Attention
-from tformer.nn.kv_cache import KVCache, LayerCache, StaticKV
+from tformer.nn.kernels import ExactAttention, Kernel, build_kernel
+from tformer.nn.kv_cache import LayerCache, StaticKV
 from tformer.nn.layers import DecoderLayer, Layer
 from tformer.nn.mlp import build_mlp
 from tformer.nn.norms import build_norm
 from tformer.nn.positions import ALiBi, LearnedPositions, Rotary, SinusoidalPositions
+from tformer.nn.ssm import SSMMixer
 
 
 def build_absolute_positions(config: TransformerConfig) -> nn.Module | None:
@@ -29,7 +32,7 @@ def build_absolute_positions(config: TransformerConfig) -> nn.Module | None:
     return None
 
 
-def build_attention(config: TransformerConfig, *, cross: bool = False) -> Attention:
+def build_attention(config: TransformerConfig, *, kernel: Kernel, cross: bool = False) -> Attention:
     rotary = alibi = None
     if not cross and config.positions.kind == "rope":
         rotary = Rotary(max_len=config.max_len, head_dim=config.head_dim, theta=config.positions.rope_theta)
@@ -38,20 +41,39 @@ def build_attention(config: TransformerConfig, *, cross: bool = False) -> Attent
     return Attention(
         d_model=config.d_model, n_heads=config.n_heads, n_kv_heads=config.n_kv_heads,
         head_dim=config.head_dim, bias=config.bias, dropout=config.dropout.attention,
-        kernel=config.attention, rotary=rotary, alibi=alibi,
+        kernel=kernel, rotary=rotary, alibi=alibi,
     )
 
 
-def build_layer(config: TransformerConfig, *, cross: bool = False) -> nn.Module:
+def build_mixer(config: TransformerConfig, *, causal: bool) -> nn.Module:
+    """What a layer's self-attention slot holds: an `Attention` around the configured kernel, or the
+    state-space mixer. Low-rank attention cannot be causal: an encoder-decoder uses it in the encoder and
+    keeps exact attention in the decoder (a GPT config refuses it)."""
+    a = config.attention
+    if a.kind == "ssm":
+        return SSMMixer(d_model=config.d_model, state=a.state, expand=a.expand, conv=a.conv, chunk=a.chunk,
+                        bidirectional=not causal)
+    if causal and a.kind == "lowrank":
+        a = AttentionConfig(kind="sdpa")
+    return build_attention(config, kernel=build_kernel(a, max_len=config.max_len))
+
+
+def exact_kernel(config: TransformerConfig) -> Kernel:
+    """Cross-attention is always exact: the reference if the model asks for it, else the fused kernel."""
+    return ExactAttention(fused=config.attention.kind != "eager")
+
+
+def build_layer(config: TransformerConfig, *, causal: bool, cross: bool = False) -> nn.Module:
     def norm() -> nn.Module:
         return build_norm(config.norm, config.d_model, bias=config.bias)
 
     mlp = build_mlp(d_model=config.d_model, d_ff=config.d_ff, activation=config.activation,
                     bias=config.bias, dropout=config.dropout.activation)
-    parts = dict(self_attn=build_attention(config), mlp=mlp, attn_norm=norm(), mlp_norm=norm(),
+    parts = dict(self_attn=build_mixer(config, causal=causal), mlp=mlp, attn_norm=norm(), mlp_norm=norm(),
                  dropout=config.dropout.residual, placement=config.norm.placement)
     if cross:
-        return DecoderLayer(cross_attn=build_attention(config, cross=True), cross_norm=norm(), **parts)
+        cross_attn = build_attention(config, kernel=exact_kernel(config), cross=True)
+        return DecoderLayer(cross_attn=cross_attn, cross_norm=norm(), **parts)
     return Layer(**parts)
 
 
@@ -92,9 +114,9 @@ def build_embeddings(config: TransformerConfig, tokens: nn.Embedding, **extra: n
 class Stack(nn.Module):
     """L layers and, for pre-LN, a final norm (nn.Identity when there is none)."""
 
-    def __init__(self, config: TransformerConfig, *, n_layers: int, cross: bool = False) -> None:
+    def __init__(self, config: TransformerConfig, *, n_layers: int, causal: bool, cross: bool = False) -> None:
         super().__init__()
-        self.layers = nn.ModuleList(build_layer(config, cross=cross) for _ in range(n_layers))
+        self.layers = nn.ModuleList(build_layer(config, causal=causal, cross=cross) for _ in range(n_layers))
         self.final_norm = build_norm(config.norm, config.d_model, bias=config.bias) if config.norm.final \
             else nn.Identity()
         self.max_len = config.max_len
@@ -108,13 +130,12 @@ class Stack(nn.Module):
 
     def new_caches(self, *, batch: int, max_len: int, dtype: torch.dtype = torch.float32,
                    device: torch.device | str | None = None) -> list[LayerCache]:
-        """One preallocated cache per layer; cross-attention layers also get a slot for the encoder K/V."""
+        """One cache per layer, of the kind its mixer keeps (a preallocated KV cache, a recurrent state);
+        cross-attention layers also get a slot for the encoder K/V."""
         caches = []
         for layer in self.layers:
-            attn = layer.self_attn
-            kv = KVCache(batch=batch, n_kv_heads=attn.n_kv_heads, max_len=max_len, head_dim=attn.head_dim,
-                         dtype=dtype, device=device)
-            caches.append(LayerCache(kv, StaticKV() if isinstance(layer, DecoderLayer) else None))
+            state = layer.self_attn.new_cache(batch=batch, max_len=max_len, dtype=dtype, device=device)
+            caches.append(LayerCache(state, StaticKV() if isinstance(layer, DecoderLayer) else None))
         return caches
 
 

@@ -9,17 +9,23 @@ B batch, T query length, S key length, H query heads, Hk key/value heads, D head
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tformer.nn.kernels import KERNELS
-from tformer.nn.kv_cache import KVCache, StaticKV
-from tformer.nn.masks import causal_mask, check_mask
+from tformer.nn.kernels.base import Kernel
+from tformer.nn.kernels.exact import ExactAttention
+from tformer.nn.kv_cache import StaticKV
+from tformer.nn.masks import check_mask
+
+_REFERENCE = ExactAttention(fused=False)  # for recorded weights; not a submodule
 
 
 class Attention(nn.Module):
+    """The projections, heads and positions around a kernel (`tformer.nn.kernels`), which computes the
+    attention itself: exact by default, or one of the cheaper kinds. A kernel with `shared_qk` (Reformer's
+    LSH) uses the normalised queries as keys, and the layer then has no `k_proj`."""
+
     def __init__(
         self,
         *,
@@ -29,17 +35,19 @@ class Attention(nn.Module):
         head_dim: int,
         bias: bool = True,
         dropout: float = 0.0,
-        kernel: str = "sdpa",
+        kernel: Kernel | None = None,
         rotary: nn.Module | None = None,
         alibi: nn.Module | None = None,
     ) -> None:
         super().__init__()
+        self.kernel = kernel if kernel is not None else ExactAttention(fused=True)
+        if self.kernel.shared_qk and n_kv_heads != n_heads:
+            raise ValueError(f"shared query/key attention needs n_kv_heads={n_kv_heads} equal to n_heads={n_heads}")
         self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, head_dim
         self.q_proj = nn.Linear(d_model, n_heads * head_dim, bias=bias)
-        self.k_proj = nn.Linear(d_model, n_kv_heads * head_dim, bias=bias)
+        self.k_proj = None if self.kernel.shared_qk else nn.Linear(d_model, n_kv_heads * head_dim, bias=bias)
         self.v_proj = nn.Linear(d_model, n_kv_heads * head_dim, bias=bias)
         self.out_proj = nn.Linear(n_heads * head_dim, d_model, bias=bias)
-        self.kernel: Callable = KERNELS[kernel]
         self.dropout = dropout
         self.rotary = rotary  # shared, parameter-free modules; not owned state
         self.alibi = alibi
@@ -49,6 +57,25 @@ class Attention(nn.Module):
     def _heads(self, x: Tensor, n: int) -> Tensor:  # (B, T, n*D) -> (B, n, T, D)
         return x.view(x.shape[0], x.shape[1], n, self.head_dim).transpose(1, 2)
 
+    def new_cache(self, *, batch: int, max_len: int, dtype: torch.dtype = torch.float32,
+                  device: torch.device | str | None = None) -> object:
+        """The kernel's decoding state for this layer's self-attention (a KVCache unless the kind keeps less)."""
+        return self.kernel.new_cache(batch=batch, n_kv_heads=self.n_kv_heads, max_len=max_len,
+                                     head_dim=self.head_dim, dtype=dtype, device=device)
+
+    def _keys_values(self, x: Tensor, q: Tensor, context: Tensor | None,
+                     positions: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+        z = x if context is None else context
+        v = self._heads(self.v_proj(z), self.n_kv_heads)  # (B, Hk, S, D)
+        if self.rotary is not None:
+            q = self.rotary(q, positions)
+        if self.k_proj is None:
+            return q, F.normalize(q, dim=-1), v  # shared QK: keys are the unit-length queries
+        k = self._heads(self.k_proj(z), self.n_kv_heads)  # (B, Hk, S, D)
+        if self.rotary is not None:
+            k = self.rotary(k, positions)
+        return q, k, v
+
     def forward(
         self,
         x: Tensor,
@@ -57,47 +84,36 @@ class Attention(nn.Module):
         mask: Tensor | None = None,
         causal: bool = False,
         positions: Tensor | None = None,
-        cache: KVCache | StaticKV | None = None,
+        cache: object | None = None,
     ) -> Tensor:
         """x (B, T, d) queries; context (B, S, d) keys/values for cross-attention (None: self);
         mask bool (B|1, 1|H, T|1, S) True = attend, combined with `causal` (queries = the last T keys);
-        positions (B, T) for RoPE; cache grows (self) or is filled once (cross). Returns (B, T, d)."""
+        positions (B, T) for RoPE; cache: the kernel's state, grown here (self) or a StaticKV filled once
+        (cross). Returns (B, T, d)."""
         b, t, _ = x.shape
         q = self._heads(self.q_proj(x), self.n_heads)  # (B, H, T, D)
-        if isinstance(cache, StaticKV) and cache.k is not None:
-            k, v = cache.k, cache.v  # (B, Hk, S, D), computed at the first step
+        kernel = self.kernel
+        if self.record_weights:
+            if not kernel.exact:
+                raise ValueError(f"attention weights can be recorded only for exact attention, not {kernel}")
+            kernel = _REFERENCE
+        if isinstance(cache, StaticKV):
+            if cache.k is None:
+                cache.k, cache.v = self._keys_values(x, q, context, positions)[1:]
+            k, v, cache = cache.k, cache.v, None  # (B, Hk, S, D), computed at the first step
         else:
-            z = x if context is None else context
-            k = self._heads(self.k_proj(z), self.n_kv_heads)  # (B, Hk, S, D)
-            v = self._heads(self.v_proj(z), self.n_kv_heads)
-            if self.rotary is not None:
-                q, k = self.rotary(q, positions), self.rotary(k, positions)
-            if isinstance(cache, KVCache):
-                k, v = cache.update(k, v)  # (B, Hk, S_so_far, D)
-            elif isinstance(cache, StaticKV):
-                cache.k, cache.v = k, v
-        s = k.shape[2]
+            q, k, v = self._keys_values(x, q, context, positions)
+        s = k.shape[2] + (cache.length if cache is not None else 0)
         bias = None
         if self.alibi is not None:
             idx = torch.arange(s, device=x.device)
             bias = self.alibi(idx[s - t :], idx)  # (1, H, T, S); queries are the last T positions
         if mask is not None:
             check_mask(mask, b, t, s)
-        if causal and (mask is not None or bias is not None or t != s):
-            keep = causal_mask(t, s, device=x.device)[None, None]  # (1, 1, T, S)
-            mask, causal = (keep if mask is None else mask & keep), False
-        dead = None
-        if mask is not None:
-            dead = ~mask.any(dim=-1, keepdim=True)  # (B, 1|H, T, 1): a query that may see no key
-            mask = mask | dead  # let those rows attend anywhere, then zero them below: no NaN
-        kernel = KERNELS["eager"] if self.record_weights else self.kernel
         out, weights = kernel(
             q, k, v, mask=mask, causal=causal, scale=self.head_dim**-0.5, bias=bias,
-            dropout=self.dropout if self.training else 0.0,
+            dropout=self.dropout if self.training else 0.0, cache=cache,
         )  # (B, H, T, D)
-        if dead is not None:
-            out = out.masked_fill(dead, 0.0)
-            weights = None if weights is None else weights.masked_fill(dead, 0.0)
         if self.record_weights:
             self.weights = weights.detach()
         out = out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim)  # (B, T, H*D)

@@ -51,7 +51,9 @@ class StaticKV:
 class LayerCache:
     """What one layer keeps between decoding steps."""
 
-    def __init__(self, self_kv: KVCache, cross_kv: StaticKV | None = None) -> None:
+    def __init__(self, self_kv: object, cross_kv: StaticKV | None = None) -> None:
+        """self_kv: the self-attention's state (a KVCache, or a recurrent state for linear attention and
+        the state-space mixer; each has `length` and `reorder`)."""
         self.self_kv = self_kv
         self.cross_kv = cross_kv
 

@@ -52,13 +52,15 @@ class OptimConfig:
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     """Two groups of the trainable parameters: weight matrices and embeddings (dim >= 2) decayed with
-    `weight_decay`, and biases and norm weights (dim < 2) not decayed. A tied parameter (the output layer
-    sharing the embedding matrix) is one tensor and appears once. Both groups are always present, so that
-    an optimizer's state dict has the same layout for every model (resuming relies on it)."""
+    `weight_decay`, and biases and norm weights (dim < 2) not decayed, nor a matrix marked
+    `no_weight_decay` (the state-space mixer's A_log: decay would pull every A = -exp(A_log) to -1). A
+    tied parameter (the output layer sharing the embedding matrix) is one tensor and appears once. Both
+    groups are always present, so that an optimizer's state dict has the same layout for every model
+    (resuming relies on it)."""
     decay, no_decay = [], []
     for _, p in model.named_parameters():  # named_parameters skips repeats of a shared tensor
         if p.requires_grad:
-            (decay if p.dim() >= 2 else no_decay).append(p)
+            (decay if p.dim() >= 2 and not getattr(p, "no_weight_decay", False) else no_decay).append(p)
     return [
         {"params": decay, "weight_decay": weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
