@@ -57,6 +57,23 @@ def test_resume_equals_uninterrupted_run(recipe, tmp_path) -> None:  # noqa: ANN
     assert [r["step"] for r in logged if "loss" in r] == list(range(1, 9))
 
 
+@pytest.mark.parametrize("attention", ["model.overrides.attention=ssm",
+                                       "model.overrides.attention={kind: windowed, window: 2}"])
+def test_attention_kind_from_the_command_line(recipe, tmp_path, capsys, attention) -> None:  # noqa: ANN001
+    """A kind chosen by an override trains, is saved with the checkpoint and decodes from it."""
+    assert main(["train", str(recipe), attention, "train.max_steps=2", "--no-progress"]) == 0
+    saved = yaml.safe_load((tmp_path / "run" / "last" / "config.yaml").read_text())
+    kind = "ssm" if "ssm" in attention else "windowed"
+    assert yaml.dump(saved).count(f"kind: {kind}") == 1
+    source = tmp_path / "in.txt"
+    source.write_text("the cat sees a dog\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["translate", "--checkpoint", str(tmp_path / "run" / "last"), "--input", str(source)]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 1
+    assert main(["train", str(recipe), "model.overrides.attention=flash", "--no-progress"]) == 2
+    assert "attention.kind='flash' is not allowed" in capsys.readouterr().err
+
+
 def test_train_translate_evaluate(recipe, tmp_path, capsys) -> None:  # noqa: ANN001
     assert main(["train", str(recipe), "--no-progress"]) == 0
     run = tmp_path / "run"

@@ -121,6 +121,8 @@ def test_export_refuses_configs_with_no_hf_equivalent(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="to_hf writes GPT, BertForPretraining, EncoderDecoder models, "
                                          "not BertClassifier"):
         to_hf(tformer.BertClassifier(tformer.preset("bert-tiny")), tmp_path / "out")
+    with pytest.raises(ValueError, match="attention.kind=windowed is not exact attention"):
+        to_hf(tformer.build_model(tformer.preset("gpt-tiny", dict(attention="windowed"))), tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 

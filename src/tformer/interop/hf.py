@@ -107,6 +107,10 @@ def mapping_for(config: TransformerConfig) -> Mapping:
     """The Hugging Face mapping that can express `config`, or a ValueError naming the values that stop
     each candidate."""
     family = family_of(config)
+    if not config.attention.exact:
+        raise ValueError(f"this {type(config).__name__} has no Hugging Face equivalent: attention.kind="
+                         f"{config.attention.kind} is not exact attention, and the exported model would compute "
+                         "something else")
     reasons = []
     for mapping in registry().values():
         if mapping.FAMILY != family:
