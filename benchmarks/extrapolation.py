@@ -60,8 +60,16 @@ MODEL = {"d_model": 128, "n_heads": 4, "d_ff": 512, "n_layers": 4}
 TRAIN_BLOCK, BATCH_SIZE, EVAL_TOKENS = 128, 32, 20_000
 BATCH_TOKENS = 8192  # evaluation: blocks per forward = BATCH_TOKENS // L
 
+# Each scheme's model overrides. "sinusoidal-paper" adds the paper's embedding scale: token embeddings
+# normal(0, d^-1/2) times sqrt(d), at the sinusoids' unit amplitude (the GPT preset's normal(0, 0.02)
+# embeddings, unscaled, are 30 times smaller than the sinusoids added to them).
+SCHEMES = {
+    **{kind: {"positions": {"kind": kind}} for kind in POSITION_KINDS},
+    "sinusoidal-paper": {"positions": {"kind": "sinusoidal"}, "scale_embeddings": True, "init": {"kind": "xavier"}},
+}
 NOTES = {
     "sinusoidal": "fixed sin/cos of the position: defined everywhere, but positions >= {train} never seen",
+    "sinusoidal-paper": "the same, with the paper's embeddings x sqrt(d) (xavier init)",
     "learned": "rows {train}..{max_len_1} of the table never trained (random init); no row past max_len = {max_len}",
     "rope": "relative in the scores; rotation angles past {train} never seen",
     "alibi": "linear distance penalty on the scores, no table; built to extrapolate",
@@ -72,7 +80,8 @@ NOTES = {
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=400, help="optimizer steps of every scheme")
-    p.add_argument("--positions", nargs="+", choices=POSITION_KINDS, default=["sinusoidal", "learned", "rope", "alibi"])
+    p.add_argument("--positions", nargs="+", choices=list(SCHEMES),
+                   default=["sinusoidal", "sinusoidal-paper", "learned", "rope", "alibi"])
     p.add_argument("--lengths", type=int, nargs="+", default=[128, 256, 512, 1024], help="evaluation block lengths")
     p.add_argument("--eval-chars", type=int, default=32768, help="validation tokens predicted at every length")
     p.add_argument("--config", type=Path, default=CONFIG, help="the recipe the overrides apply to")
@@ -115,7 +124,7 @@ def shared_overrides(config: Path, *, steps: int, max_len: int, quick: bool) -> 
 
 def scheme_recipe(kind: str, args: argparse.Namespace) -> LMRecipe:
     values = {**shared_overrides(args.config, steps=args.steps, max_len=max(args.lengths), quick=args.quick),
-              "model.overrides.positions": {"kind": kind}, "out_dir": str(args.runs / kind)}
+              **{f"model.overrides.{k}": v for k, v in SCHEMES[kind].items()}, "out_dir": str(args.runs / kind)}
     return load_recipe(args.config, [f"{key}={json.dumps(value)}" for key, value in values.items()])
 
 
