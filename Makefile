@@ -22,6 +22,9 @@ lint: $(STAMP)
 test: $(STAMP) lint
 	OMP_NUM_THREADS=2 $(BIN)/python -m pytest
 
+bench: $(STAMP)
+	OMP_NUM_THREADS=2 $(BIN)/python benchmarks/bench.py
+
 demo: $(STAMP)
 	$(BIN)/tformer demo configs/demo.yaml
 

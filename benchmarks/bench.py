@@ -1,0 +1,227 @@
+"""`make bench`: every speed benchmark in sequence, one results file and one README with the targets.
+
+    python benchmarks/bench.py [--device cuda] [--out-dir docs/bench] [--skip PART ...] [--quick]
+
+Parts, run one after the other in this process (each is a script beside this one with a `main(argv)`):
+    machine           fp32 matmul GFLOP/s, copy and mat-vec bandwidth (benchmarks/machine.py)
+    train_speed       training tokens/s and MFU against transformers and torch.nn.Transformer
+    generate          batch-1 and batch-8 GPT generation against transformers' generate
+    translate_speed   greedy and beam-4 translation against MarianMTModel.generate
+    attention_memory  the longest sequence one exact attention layer handles within 4 GiB
+Each part writes its JSON (its `--out`) and prints Markdown, which is captured for the README. A part that
+fails is recorded with its error and the others still run.
+
+Writes OUT/results.json (every part's JSON, the machine, the date, the targets) and OUT/README.md (one
+section per part, and the targets table: measured ratio, threshold, met / not met). `--quick` runs tiny
+sizes as a smoke test and writes to runs/bench-quick unless --out-dir is given: its numbers mean nothing.
+
+No torch.compile rows: each part would need its own compiled path and a separate compile-time column, which
+is not cheap to add here; the numbers are eager PyTorch on both sides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import importlib.util
+import io
+import json
+import sys
+import tempfile
+import traceback
+import types
+from pathlib import Path
+from typing import TextIO
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+PARTS = ("train_speed", "generate", "translate_speed", "attention_memory")
+QUICK_ARGS = {
+    "train_speed": ["--quick"],
+    "generate": ["--layers", "1", "--d-model", "64", "--heads", "4", "--vocab", "256", "--prompt-len", "8",
+                 "--new-tokens", "8", "--batches", "1", "--reps", "1"],
+    "translate_speed": ["--quick"],
+    "attention_memory": ["--quick"],
+}
+TITLES = {"machine": "Machine limits", "train_speed": "Training speed (benchmarks/train_speed.py)",
+          "generate": "Generation speed (benchmarks/generate.py)",
+          "translate_speed": "Translation decoding speed (benchmarks/translate_speed.py)",
+          "attention_memory": "Attention within 4 GiB (benchmarks/attention_memory.py)"}
+# HF attention implementation -> the training speed-up over it we aim for ("HF default" = its eager code).
+TRAIN_THRESHOLDS = {"eager": 1.5, "sdpa": 1.1}
+MFU_TARGET = 0.85
+
+
+def sibling(name: str) -> types.ModuleType:
+    """A script beside this one, by path (benchmarks/ is not a package); registered under its own name so
+    that the scripts' own `sibling` finds the same module."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+class Tee(io.TextIOBase):
+    """Writes to the terminal and keeps a copy (a part's Markdown)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream, self.copy = stream, io.StringIO()
+
+    def write(self, s: str) -> int:
+        self.stream.write(s)
+        return self.copy.write(s)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def run_part(name: str, argv: list[str], tmp: Path) -> dict:
+    """Run one part's main with `--out`; -> {json, markdown} or {error, markdown}."""
+    out = tmp / f"{name}.json"
+    tee = Tee(sys.stdout)
+    print(f"\n== {name} {' '.join(argv)}", file=sys.stderr, flush=True)
+    try:
+        with contextlib.redirect_stdout(tee):
+            sibling(name).main([*argv, "--out", str(out)])
+        return dict(json=json.loads(out.read_text()), markdown=tee.copy.getvalue().strip())
+    except (Exception, SystemExit) as e:  # one part failing leaves the others to run
+        traceback.print_exc()
+        return dict(error=f"{type(e).__name__}: {e}", markdown=tee.copy.getvalue().strip())
+
+
+# --- targets ---------------------------------------------------------------------------------------------
+
+
+def target(name: str, measured: float | None, threshold: float, *, percent: bool = False) -> dict:
+    """One row of the targets table; `measured` None = the part did not produce it."""
+    status = "not measured" if measured is None else "met" if measured >= threshold else "not met"
+    return dict(target=name, measured=measured, threshold=threshold, percent=percent, status=status)
+
+
+def train_targets(report: dict | None) -> list[dict]:
+    """Our training tokens/s over each Hugging Face contender's (threshold by its attention code), and MFU."""
+    rows = []
+    for family in (report or {}).get("results", []):
+        ours = family["rows"][0]
+        for r in family["rows"][1:]:
+            kind = r.get("attention", "").removeprefix("HF ")
+            if r.get("attention", "").startswith("HF ") and kind in TRAIN_THRESHOLDS:
+                label = r["contender"] if kind in r["contender"] else f"{r['contender']} ({kind})"
+                rows.append(target(f"training {family['family']}: tformer / {label}",
+                                   ours["tokens_per_s"] / r["tokens_per_s"], TRAIN_THRESHOLDS[kind]))
+        rows.append(target(f"training {family['family']}: tformer MFU", ours["mfu"], MFU_TARGET, percent=True))
+    return rows or [target("training: tformer / HF default (eager)", None, TRAIN_THRESHOLDS["eager"]),
+                    target("training: tformer / HF SDPA", None, TRAIN_THRESHOLDS["sdpa"]),
+                    target("training: tformer MFU", None, MFU_TARGET, percent=True)]
+
+
+def generate_targets(report: dict | None) -> list[dict]:
+    """Batch-1 generation: our tokens/s over transformers', and over the bandwidth bound."""
+    rows = {r["contender"]: r for r in (report or {}).get("results", []) if r["batch"] == 1}
+    ours, theirs = rows.get("tformer"), rows.get("transformers")
+    bound = (report or {}).get("bound", {}).get("tokens_per_s")
+    return [target("generation, batch 1: tformer / transformers",
+                   ours["tokens_per_s"] / theirs["tokens_per_s"] if ours and theirs else None, 2.0),
+            target("generation, batch 1: tformer / bandwidth bound",
+                   ours["tokens_per_s"] / bound if ours and bound else None, 0.7, percent=True)]
+
+
+def translate_targets(report: dict | None) -> list[dict]:
+    """Beam-search translation: our sentences/s over Marian's."""
+    beam = (report or {}).get("args", {}).get("beam", 4)
+    ours = [r for r in (report or {}).get("results", []) if r["search"] == f"beam{beam}" and "speedup" in r]
+    return [target(f"translation, beam {beam}: tformer / MarianMTModel",
+                   ours[0]["speedup"] if ours else None, 2.0)]
+
+
+def targets(parts: dict[str, dict]) -> list[dict]:
+    """Every target row from the parts' JSON (a part missing or failed gives 'not measured' rows)."""
+    def report(name: str) -> dict | None:
+        return parts.get(name, {}).get("json")
+
+    return (train_targets(report("train_speed")) + generate_targets(report("generate"))
+            + translate_targets(report("translate_speed")))
+
+
+def targets_markdown(rows: list[dict]) -> str:
+    def fmt(x: float | None, percent: bool) -> str:
+        return "—" if x is None else f"{100 * x:.1f}%" if percent else f"{x:.2f}x"
+
+    lines = ["| target | measured | needed | status |", "|---|---:|---:|---|"]
+    lines += [f"| {r['target']} | {fmt(r['measured'], r['percent'])} | ≥ {fmt(r['threshold'], r['percent'])} | "
+              f"{r['status']} |" for r in rows]
+    return "\n".join(lines)
+
+
+# --- the report ------------------------------------------------------------------------------------------
+
+
+def readme(info: dict) -> str:
+    m, lim = info["machine"], info["limits"]
+    lines = ["# Benchmarks", "",
+             f"Measured {info['date']} by `make bench` (benchmarks/bench.py{' --quick' if info['quick'] else ''})."]
+    if info["quick"]:
+        lines += ["", "**A --quick smoke run: tiny models, one repetition. These numbers mean nothing.**"]
+    lines += ["", "## Machine", "", "| | |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in m.items()]
+    if lim:
+        lines += [f"| fp32 matmul | {lim['matmul_gflops']:.1f} GFLOP/s |",
+                  f"| copy bandwidth (read + write) | {lim['bandwidth_gb_s']:.1f} GB/s |",
+                  f"| mat-vec bandwidth | {lim['matvec_gb_s']:.1f} GB/s |"]
+    lines += ["", "## Targets", "", targets_markdown(info["targets"]), "",
+              "Training thresholds by the Hugging Face model's attention code: 1.5x over its eager attention "
+              "(\"HF default\"), 1.1x over its SDPA; MFU against the fp32 matmul rate above. Generation: batch 1, "
+              "against transformers' generate and against weight bytes / copy bandwidth. Translation: beam "
+              "search against MarianMTModel.generate, the same weights and settings. No torch.compile rows."]
+    for name in PARTS:
+        part = info["parts"].get(name)
+        if part is None:
+            continue
+        lines += ["", f"## {TITLES[name]}", "", f"`{' '.join(part['argv']) or '(defaults)'}`", ""]
+        if "error" in part:
+            lines += [f"**Failed:** `{part['error']}`", ""]
+        lines.append(part["markdown"] or "(no output)")
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--out-dir", type=Path, default=None, help="default docs/bench (quick: runs/bench-quick)")
+    p.add_argument("--skip", nargs="+", choices=PARTS, default=[], help="parts not to run")
+    p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of the whole pipeline")
+    args = p.parse_args(argv)
+    if args.out_dir is None:
+        args.out_dir = Path("runs/bench-quick" if args.quick else "docs/bench")
+    return args
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    machine = sibling("machine")
+    size = dict(n=256, mib=8, reps=3) if args.quick else {}
+    print("== machine", file=sys.stderr, flush=True)
+    info = dict(date=datetime.datetime.now().astimezone().isoformat(timespec="seconds"), quick=args.quick,
+                device=args.device, machine=machine.describe(args.device),
+                limits=machine.limits(args.device, **size), parts={})
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in PARTS:
+            if name in args.skip:
+                continue
+            argv_part = ["--device", args.device] + (QUICK_ARGS[name] if args.quick else [])
+            info["parts"][name] = dict(argv=argv_part, **run_part(name, argv_part, Path(tmp)))
+    info["targets"] = targets(info["parts"])
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    (args.out_dir / "results.json").write_text(json.dumps(info, indent=2) + "\n")
+    (args.out_dir / "README.md").write_text(readme(info))
+    print("\n" + targets_markdown(info["targets"]))
+    print(f"\nwrote {args.out_dir}/results.json and README.md", file=sys.stderr)
+    return info
+
+
+if __name__ == "__main__":
+    main()

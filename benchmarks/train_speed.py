@@ -1,0 +1,282 @@
+"""Training speed: our GPT, BERT and encoder-decoder against Hugging Face `transformers` and torch.nn.Transformer
+on the same weights, in tokens/s and model-FLOPs utilisation (MFU).
+
+    python benchmarks/train_speed.py [--families gpt bert seq2seq] [--layers 6 --d-model 512 --heads 8
+                                     --d-ff 2048 --vocab 8192] [--reps 5 --steps-per-rep 2 --warmup 2]
+                                     [--threads N] [--device cuda] [--quick] [--out FILE]
+
+Contenders (each of our models is written with `tformer.to_hf` and read back, so all train the same
+weights; dropout 0 everywhere, so the work is equal):
+    gpt      tformer GPT | GPT2LMHeadModel, attn_implementation "eager" and "sdpa"       batch 8 x 256
+    bert     tformer BertForPretraining | BertForPreTraining (its default attention)    batch 8 x 256
+    seq2seq  tformer EncoderDecoder | torch.nn.Transformer (translate_baseline.py's wrapper, our weights
+             copied in; it keeps its two final LayerNorms) | MarianMTModel             batch 16 x 64 (+ 64)
+A step = forward, cross-entropy (computed here alike for all; BERT: masked-LM on 15% of the positions +
+next-sentence), backward, `torch.optim.AdamW` with its defaults. tokens/s counts target tokens (BERT: input
+tokens, its head scores every position); MFU = tokens/s * `train_flops_per_token(config, seq_len)` / the
+fp32 matmul peak measured at the start (benchmarks/machine.py). After `--warmup` steps each, the
+contenders alternate `--reps` times in this process (order flipped each time), each timed over
+`--steps-per-rep` steps; medians are reported. Same weights and batch give the same step-0 loss (to
+~1e-5; printed; two random inits differ by ~1e-2): the check that the configs are equal.
+
+Prints Markdown; `--out` writes the same as JSON. Not a test; not run in CI.
+
+B batch, T target (or BERT input) length, S source length, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import sys
+import tempfile
+import types
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+import transformers
+from torch import Tensor, nn
+
+import tformer
+from tformer.config import to_dict
+from tformer.models.calc import train_flops_per_token
+
+HERE = Path(__file__).resolve().parent
+SHAPES = {"gpt": (8, 256), "bert": (8, 256), "seq2seq": (16, 64)}  # (B, T); seq2seq: S = T
+QUICK = dict(layers=2, d_model=64, heads=4, d_ff=256, vocab=512, batch=2, seq=32, reps=2, steps_per_rep=1,
+             warmup=1)
+NO_DROPOUT = {"embed": 0.0, "attention": 0.0, "residual": 0.0, "activation": 0.0}
+
+
+def sibling(name: str) -> types.ModuleType:
+    """A script beside this one, loaded once by path (benchmarks/ is not a package) and registered under its
+    own name, so that benchmarks/bench.py and this script share one module."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--families", nargs="+", choices=list(SHAPES), default=list(SHAPES))
+    for flag, default in (("--layers", 6), ("--d-model", 512), ("--heads", 8), ("--d-ff", 2048), ("--vocab", 8192)):
+        p.add_argument(flag, type=int, default=default, help="every family (--layers: per stack)")
+    p.add_argument("--batch", type=int, default=None, help="override every family's batch size")
+    p.add_argument("--seq", type=int, default=None, help="override every family's length (T, and S = T)")
+    p.add_argument("--reps", type=int, default=5, help="timed repetitions per contender (median)")
+    p.add_argument("--steps-per-rep", type=int, default=2)
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps per contender first")
+    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--quick", action="store_true", help="tiny sizes, for smoke tests")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+    args = p.parse_args(argv)
+    if args.quick:
+        for key, value in QUICK.items():
+            setattr(args, key, value)
+    return args
+
+
+def build_config(args: argparse.Namespace, family: str, seq: int) -> tformer.config.TransformerConfig:
+    sizes = dict(vocab_size=args.vocab, d_model=args.d_model, n_heads=args.heads, d_ff=args.d_ff,
+                 n_layers=args.layers, max_len=seq, dropout=NO_DROPOUT)
+    if family == "gpt":
+        return tformer.GPTConfig(**sizes)
+    if family == "bert":
+        return tformer.BertConfig(**sizes, classifier_dropout=0.0)
+    return tformer.Seq2SeqConfig(**sizes, positions={"kind": "sinusoidal", "sinusoid_layout": "split"})  # Marian's
+
+
+def make_batch(family: str, config: tformer.config.TransformerConfig, batch: int, seq: int,
+               g: torch.Generator) -> dict[str, Tensor]:
+    """Random ids above the special ones (no padding anywhere): inputs, targets and, per family, the rest."""
+    ids = torch.randint(3, config.vocab_size, (batch, seq + 1), generator=g)  # (B, T + 1)
+    if family == "gpt":
+        return dict(x=ids[:, :-1], y=ids[:, 1:])
+    if family == "bert":
+        x = ids[:, :-1]  # (B, T)
+        masked = torch.rand(batch, seq, generator=g) < 0.15
+        return dict(x=x, segments=(torch.arange(seq) >= seq // 2).long().expand(batch, seq).contiguous(),
+                    y=torch.where(masked, x, -100), nsp=torch.randint(0, 2, (batch,), generator=g))
+    ids[:, 0] = config.decoder_start_id
+    src = torch.randint(3, config.vocab_size, (batch, seq), generator=g)  # (B, S)
+    return dict(src=src, x=ids[:, :-1], y=ids[:, 1:])
+
+
+def lm_loss(logits: Tensor, b: dict[str, Tensor]) -> Tensor:
+    return F.cross_entropy(logits.flatten(0, 1), b["y"].flatten())  # (B T, V) vs (B T)
+
+
+def bert_loss(mlm: Tensor, nsp: Tensor, b: dict[str, Tensor]) -> Tensor:
+    return F.cross_entropy(mlm.flatten(0, 1), b["y"].flatten(), ignore_index=-100) + F.cross_entropy(nsp, b["nsp"])
+
+
+def copy_into_torch(ours: nn.Module, baseline: nn.Module) -> None:
+    """Our EncoderDecoder's weights into translate_baseline's `TorchBaseline`; its final norms stay at
+    their init (identity on a LayerNorm's output, up to eps)."""
+    sd = ours.state_dict()
+    out = {"tokens.weight": sd["tgt_embed.tokens.weight"], "lm_head.weight": sd["lm_head.weight"]}
+    for side, cross in (("encoder", False), ("decoder", True)):
+        attns = {"self_attn": "self_attn", **({"cross_attn": "multihead_attn"} if cross else {})}
+        norms = ["attn_norm", "cross_norm", "mlp_norm"] if cross else ["attn_norm", "mlp_norm"]
+        parts = {"mlp.fc_in": "linear1", "mlp.fc_out": "linear2", **{n: f"norm{j}" for j, n in enumerate(norms, 1)},
+                 **{f"{a}.out_proj": f"{m}.out_proj" for a, m in attns.items()}}
+        for i in range(len(getattr(ours, side).layers)):
+            mine, theirs = f"{side}.layers.{i}", f"transformer.{side}.layers.{i}"
+            for p in ("weight", "bias"):
+                out |= {f"{theirs}.{t}.{p}": sd[f"{mine}.{o}.{p}"] for o, t in parts.items()}
+                out |= {f"{theirs}.{m}.in_proj_{p}": torch.cat([sd[f"{mine}.{a}.{x}_proj.{p}"] for x in "qkv"])
+                        for a, m in attns.items()}
+    missing, unexpected = baseline.load_state_dict(out, strict=False)
+    left = [k for k in missing if not k.startswith(("transformer.encoder.norm.", "transformer.decoder.norm."))]
+    if left or unexpected:
+        raise RuntimeError(f"copying into nn.Transformer: missing {left}, unexpected {unexpected}")
+
+
+def contenders(family: str, config: tformer.config.TransformerConfig,
+               b: dict[str, Tensor]) -> dict[str, tuple[nn.Module, Callable[[], Tensor]]]:
+    """Name -> (model, a call returning its loss on batch `b`). Our model first; the rest load its weights."""
+    ours = tformer.build_model(config)
+    with tempfile.TemporaryDirectory() as tmp:
+        tformer.to_hf(ours, tmp)
+        if family == "gpt":
+            hf = {kind: transformers.GPT2LMHeadModel.from_pretrained(tmp, attn_implementation=kind)
+                  for kind in ("eager", "sdpa")}
+
+            def gpt2(m: nn.Module) -> Callable[[], Tensor]:
+                return lambda: lm_loss(m(input_ids=b["x"], use_cache=False).logits, b)
+
+            return {"tformer": (ours, lambda: lm_loss(ours(b["x"]), b)),
+                    **{f"GPT2LMHeadModel {kind}": (m, gpt2(m)) for kind, m in hf.items()}}
+        if family == "bert":
+            hf = transformers.BertForPreTraining.from_pretrained(tmp)
+            mask = torch.ones_like(b["x"])
+
+            def hf_bert() -> Tensor:
+                out = hf(input_ids=b["x"], token_type_ids=b["segments"], attention_mask=mask)
+                return bert_loss(out.prediction_logits, out.seq_relationship_logits, b)
+
+            return {"tformer": (ours, lambda: bert_loss(*ours(b["x"], segments=b["segments"]), b)),
+                    "BertForPreTraining": (hf, hf_bert)}
+        hf = transformers.MarianMTModel.from_pretrained(tmp)
+    baseline = sibling("translate_baseline").TorchBaseline(config)
+    copy_into_torch(ours, baseline)
+    mask = torch.ones_like(b["src"])
+    return {"tformer": (ours, lambda: lm_loss(ours(b["src"], b["x"]), b)),
+            "torch.nn.Transformer": (baseline, lambda: lm_loss(baseline(b["src"], b["x"]), b)),
+            "MarianMTModel": (hf, lambda: lm_loss(hf(input_ids=b["src"], attention_mask=mask,
+                                                     decoder_input_ids=b["x"], use_cache=False).logits, b))}
+
+
+def attention_of(model: nn.Module) -> str:
+    """Which attention code a contender runs."""
+    if isinstance(model.config, transformers.PretrainedConfig):
+        return f"HF {model.config._attn_implementation}"
+    return "nn.MultiheadAttention" if hasattr(model, "transformer") else f"tformer {model.config.attention.kind}"
+
+
+def train_step(model: nn.Module, loss_fn: Callable[[], Tensor]) -> tuple[Callable[[], Tensor], str]:
+    """One training step of `model` (-> its loss before the update) with a fresh default AdamW, and which
+    implementation torch's defaults pick for these parameters: fused, foreach or for-loop (a private rule)."""
+    from torch.optim.optimizer import _default_to_fused_or_foreach
+
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters())
+    fused, foreach = _default_to_fused_or_foreach(list(model.parameters()), differentiable=False)
+
+    def step() -> Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn()
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    return step, "fused" if fused else "foreach" if foreach else "for-loop"
+
+
+def measure(args: argparse.Namespace, family: str, peak_flops: float) -> dict:
+    """Build the family's contenders, check their step-0 losses agree, time them; one row per contender."""
+    device = torch.device(args.device)
+    batch, seq = args.batch or SHAPES[family][0], args.seq or SHAPES[family][1]
+    torch.manual_seed(args.seed)
+    config = build_config(args, family, seq)
+    b = {k: v.to(device) for k, v in make_batch(family, config, batch, seq, torch.Generator().manual_seed(1)).items()}
+    built = contenders(family, config, b)
+    steps, impls, losses = {}, {}, {}
+    for name, (model, loss_fn) in built.items():
+        model.to(device)
+        steps[name], impls[name] = train_step(model, loss_fn)
+        losses[name] = steps[name]().item()  # the first warm-up step: the loss before any update
+        for _ in range(args.warmup - 1):
+            steps[name]()
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    machine = sibling("machine")
+    for rep in range(args.reps):
+        order = list(steps) if rep % 2 == 0 else list(reversed(steps))
+        for name in order:
+            times[name].append(machine.seconds(lambda s=steps[name]: [s() for _ in range(args.steps_per_rep)],
+                                               device) / args.steps_per_rep)
+    flops = train_flops_per_token(config, seq)
+    tokens = batch * seq
+    rows = []
+    for name, (model, _) in built.items():
+        median = statistics.median(times[name])
+        rows.append(dict(contender=name, attention=attention_of(model), optimizer=f"AdamW ({impls[name]})",
+                         parameters=sum(p.numel() for p in model.parameters() if p.grad is not None),
+                         tokens_per_s=tokens / median, ms_per_step=1000 * median,
+                         mfu=tokens / median * flops / peak_flops, loss0=losses[name], step_s=times[name]))
+    for r in rows:
+        r["vs_tformer"] = r["tokens_per_s"] / rows[0]["tokens_per_s"]
+    return dict(family=family, batch=batch, seq=seq, tokens_per_step=tokens, train_flops_per_token=flops,
+                max_loss0_diff=max(abs(r["loss0"] - rows[0]["loss0"]) for r in rows), config=to_dict(config),
+                rows=rows)
+
+
+def markdown(result: dict) -> str:
+    r0 = result["rows"][0]
+    shape_text = f"{result['batch']} x {result['seq']}" + (" (+ source)" if result["family"] == "seq2seq" else "")
+    lines = [f"### {result['family']}: batch {shape_text}, "
+             f"{result['train_flops_per_token'] / 1e6:.3g} MFLOP per training token",
+             f"step-0 loss {r0['loss0']:.5f}; max |difference| between contenders {result['max_loss0_diff']:.1e}",
+             "", "| contender | trained params | attention | optimizer | tokens/s | ms per step | MFU | x tformer |",
+             "|---|---:|---|---|---:|---:|---:|---:|"]
+    lines += [f"| {r['contender']} | {r['parameters']:,} | {r['attention']} | {r['optimizer']} | "
+              f"{r['tokens_per_s']:.0f} | {r['ms_per_step']:.0f} | {100 * r['mfu']:.1f}% | {r['vs_tformer']:.2f} |"
+              for r in result["rows"]]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    machine = sibling("machine")
+    size = dict(n=256, mib=8, reps=3) if args.quick else {}
+    limits = machine.limits(args.device, **size)
+    info = machine.describe(args.device)
+    print(f"{machine.summary(info, limits)}; transformers {transformers.__version__}"
+          + (" (quick: small sizes, not the limits)" if args.quick else ""))
+    results = []
+    for family in args.families:
+        results.append(measure(args, family, limits["matmul_gflops"] * 1e9))
+        print("\n" + markdown(results[-1]), flush=True)
+    report = dict(args={k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, machine=info,
+                  transformers=transformers.__version__, limits=limits, results=results)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"\nwrote {args.out}", file=sys.stderr)
+    return report
+
+
+if __name__ == "__main__":
+    main()

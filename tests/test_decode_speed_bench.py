@@ -1,0 +1,137 @@
+"""benchmarks/translate_speed.py, attention_memory.py and bench.py: --quick runs (greedy tokens identical to
+Marian's; the longest n and a memory measure that sees the (n, n) scores), and the targets table's logic on
+made-up numbers."""
+
+import importlib.util
+import io
+import json
+import sys
+import types
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import pytest
+import torch
+
+HERE = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def load(name: str) -> types.ModuleType:
+    if name not in sys.modules:  # registered, as bench.py does, so that the scripts share one copy
+        spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+translate_speed, attention_memory, bench = load("translate_speed"), load("attention_memory"), load("bench")
+
+
+def quiet(main: types.FunctionType, argv: list[str]) -> dict:
+    with redirect_stdout(io.StringIO()):
+        return main(argv)
+
+
+# --- translate_speed ----------------------------------------------------------------------------------------
+
+
+def test_translate_quick_greedy_tokens_match_marian(tmp_path: Path) -> None:
+    out = tmp_path / "translate.json"
+    info = quiet(translate_speed.main, ["--quick", "--device", "cpu", "--out", str(out)])
+    tokens = info["tokens"]
+    assert tokens["greedy/tformer"] == tokens["greedy/transformers"]
+    assert len({tuple(t) for t in tokens["greedy/tformer"]}) > 1  # the outputs depend on the source
+    saved = json.loads(out.read_text())
+    assert [(r["search"], r["contender"]) for r in saved["results"]] == [
+        ("greedy", "tformer"), ("greedy", "transformers"), ("beam4", "tformer"), ("beam4", "transformers")]
+    new = saved["args"]["new_tokens"]
+    for r in saved["results"]:
+        assert r["sentences_per_s"] > 0 and r["output_lengths"] == [new]  # no early end on either side
+        assert 0.0 <= r["same_best"] <= 1.0
+    assert saved["results"][0]["same_best"] == 1.0
+
+
+# --- attention_memory ---------------------------------------------------------------------------------------
+
+
+def test_live_bytes_counts_storages_until_freed() -> None:
+    mib = 2**20
+    tracker = attention_memory.LiveBytes()
+    with tracker:
+        a, b = torch.ones(mib // 4), torch.ones(mib // 4)
+        view = a.view(2, -1)  # shares a's storage: not counted again
+        assert tracker.current == 2 * mib
+        del a, view
+        c = b + 1
+        del b, c
+    assert tracker.current == 0 and tracker.peak == 2 * mib
+
+
+def test_attention_memory_quick(tmp_path: Path) -> None:
+    info = quiet(attention_memory.main, ["--quick", "--device", "cpu", "--out", str(tmp_path / "attn.json")])
+    rows = {(r["kernel"], r["mode"]): r for r in info["results"]}
+    assert set(rows) == {(k, m) for k in ("sdpa", "eager") for m in ("forward", "train")}
+    n, heads = 256, attention_memory.QUICK["heads"]
+    scores = heads * n * n * 4  # (B=1, H, n, n) float32
+    for r in rows.values():
+        assert r["longest_n"] == n and r["time_s"] > 0 and r["memory_bytes"] > 0
+        assert [p["n"] for p in r["points"]] == [64, 128, 256]
+    assert rows["eager", "forward"]["memory_bytes"] >= 2 * scores  # scores and softmax live at once
+    assert rows["sdpa", "forward"]["memory_bytes"] < scores  # the fused kernel never holds them
+    assert json.loads((tmp_path / "attn.json").read_text())["results"][0]["longest_n"] == n
+
+
+def test_attention_memory_forecast_stops_before_the_cap_or_budget() -> None:
+    args = attention_memory.parse_args(["--cap-gib", "0.75", "--budget", "5"])
+    points = [dict(n=1024, time_s=0.1, memory_bytes=2**27), dict(n=2048, time_s=0.4, memory_bytes=2**28)]
+    assert attention_memory.forecast(points, 4096, args) is None  # memory slope 1: 0.5 GiB; time slope 2: 1.6 s
+    points.append(dict(n=4096, time_s=1.6, memory_bytes=2**29))
+    assert attention_memory.forecast(points, 8192, args) == "n=8192 not run: predicted 1 GiB > 0.75 GiB"
+    args.cap_gib = 4.0
+    assert attention_memory.forecast(points, 8192, args) == "n=8192 not run: predicted 6.4 s > 5 s"
+
+
+# --- bench.py targets ---------------------------------------------------------------------------------------
+
+
+def fake_parts(*, gpt_vs_eager: float, bound_share: float, beam_speedup: float) -> dict:
+    train = {"results": [{"family": "gpt", "rows": [
+        {"contender": "tformer", "attention": "tformer sdpa", "tokens_per_s": 3000.0, "mfu": 0.9},
+        {"contender": "GPT2LMHeadModel eager", "attention": "HF eager", "tokens_per_s": 3000.0 / gpt_vs_eager},
+        {"contender": "GPT2LMHeadModel sdpa", "attention": "HF sdpa", "tokens_per_s": 3000.0 / 1.05}]}]}
+    generate = {"bound": {"tokens_per_s": 1000.0}, "results": [
+        {"contender": "tformer", "batch": 1, "tokens_per_s": 1000.0 * bound_share},
+        {"contender": "transformers", "batch": 1, "tokens_per_s": 100.0},
+        {"contender": "tformer", "batch": 8, "tokens_per_s": 1.0}]}
+    translate = {"args": {"beam": 4}, "results": [
+        {"search": "greedy", "contender": "tformer", "speedup": 9.0},
+        {"search": "beam4", "contender": "tformer", "speedup": beam_speedup}]}
+    return {"train_speed": {"json": train}, "generate": {"json": generate}, "translate_speed": {"json": translate}}
+
+
+def test_targets_met_and_not_met() -> None:
+    rows = bench.targets(fake_parts(gpt_vs_eager=1.6, bound_share=0.75, beam_speedup=1.9))
+    status = {r["target"]: r["status"] for r in rows}
+    assert status == {
+        "training gpt: tformer / GPT2LMHeadModel eager": "met",  # 1.6 >= 1.5
+        "training gpt: tformer / GPT2LMHeadModel sdpa": "not met",  # 1.05 < 1.1
+        "training gpt: tformer MFU": "met",  # 90% >= 85%
+        "generation, batch 1: tformer / transformers": "met",  # 750 / 100
+        "generation, batch 1: tformer / bandwidth bound": "met",  # 75% >= 70%
+        "translation, beam 4: tformer / MarianMTModel": "not met",  # 1.9 < 2
+    }
+    measured = {r["target"]: r["measured"] for r in rows}
+    assert measured["training gpt: tformer / GPT2LMHeadModel sdpa"] == pytest.approx(1.05)
+    assert measured["generation, batch 1: tformer / bandwidth bound"] == pytest.approx(0.75)
+    edge = bench.targets(fake_parts(gpt_vs_eager=1.5, bound_share=0.5, beam_speedup=2.0))
+    assert [r["status"] for r in edge if r["target"].startswith(("training gpt: tformer / GPT2LMHeadModel e",
+                                                                 "translation"))] == ["met", "met"]  # >= is met
+    table = bench.targets_markdown(rows)
+    assert "| 1.60x | ≥ 1.50x | met |" in table and "| 75.0% | ≥ 70.0% | met |" in table
+
+
+def test_targets_of_missing_or_failed_parts_are_not_measured() -> None:
+    rows = bench.targets({"generate": {"error": "RuntimeError: boom", "markdown": ""}})
+    assert rows and all(r["status"] == "not measured" and r["measured"] is None for r in rows)
+    assert "| — |" in bench.targets_markdown(rows)

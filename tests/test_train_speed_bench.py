@@ -1,0 +1,58 @@
+"""benchmarks/train_speed.py and benchmarks/machine.py at tiny scale: every family's contenders train the
+same weights (equal step-0 losses) at a finite, positive speed, and the machine's limits come out positive."""
+
+import importlib.util
+import json
+import math
+import types
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def load_script(name: str) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+train_speed = load_script("train_speed")
+machine = train_speed.sibling("machine")
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_machine_limits_are_positive(one_thread: None) -> None:
+    assert machine.matmul_gflops("cpu", n=128, reps=2) > 0
+    assert machine.bandwidth_gb_s("cpu", mib=4, reps=2) > 0
+    assert machine.matvec_gb_s("cpu", mib=4, reps=2) > 0
+    info = machine.describe()
+    assert info["threads"] == 1 and info["cpu"] and info["torch"] == torch.__version__
+
+
+def test_quick_run_same_losses_and_positive_speeds(tmp_path: Path, one_thread: None) -> None:
+    out = tmp_path / "train_speed.json"
+    report = train_speed.main(["--quick", "--threads", "1", "--out", str(out)])
+    assert json.loads(out.read_text()) == json.loads(json.dumps(report))
+    assert all(v > 0 for v in report["limits"].values())
+    names = {r["family"]: [row["contender"] for row in r["rows"]] for r in report["results"]}
+    assert names == {"gpt": ["tformer", "GPT2LMHeadModel eager", "GPT2LMHeadModel sdpa"],
+                     "bert": ["tformer", "BertForPreTraining"],
+                     "seq2seq": ["tformer", "torch.nn.Transformer", "MarianMTModel"]}
+    for result in report["results"]:
+        assert result["max_loss0_diff"] <= 1e-3, result["family"]
+        for row in result["rows"]:
+            assert math.isfinite(row["tokens_per_s"]) and row["tokens_per_s"] > 0
+            assert 0 < row["mfu"] < math.inf and math.isfinite(row["loss0"])
+            assert row["parameters"] > 0
