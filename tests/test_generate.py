@@ -158,3 +158,20 @@ def test_greedy_equals_transformers_generate(model_type: str, tmp_path: Path) ->
         one = hf.generate(torch.tensor([prompt]), max_new_tokens=n, do_sample=False, eos_token_id=None,
                           pad_token_id=0)[0, len(prompt):].tolist()
         assert one == expected == generate_greedy(ours, [prompt], max_new_tokens=n)[0]
+
+
+def test_decoding_layout_keeps_values_and_is_undone() -> None:
+    """Inside generation every linear weight is column-major with the same values; afterwards row-major."""
+    from tformer.decoding.layout import decoding_layout
+
+    model = tiny_model("learned")
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    with decoding_layout(model):
+        linears = [m.weight for m in model.modules() if isinstance(m, nn.Linear)]
+        assert all(w.t().is_contiguous() and not w.is_contiguous() for w in linears)
+        assert all(torch.equal(p, before[name]) for name, p in model.named_parameters())
+    assert all(p.is_contiguous() for p in model.parameters())
+    assert all(torch.equal(p, before[name]) for name, p in model.named_parameters())
+    generate(model, PROMPTS, max_new_tokens=3)
+    assert all(p.is_contiguous() and not p.is_inference() for p in model.parameters())
+    model(torch.tensor([PROMPTS[0]])).sum().backward()  # still trainable after generating

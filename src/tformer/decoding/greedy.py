@@ -23,16 +23,19 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
+from tformer.decoding.layout import decoding_layout
 from tformer.nn.kv_cache import LayerCache
 
 
 @contextmanager
 def eval_mode(model: nn.Module) -> Iterator[None]:
-    """Run the body with dropout off, then give the model back its train/eval mode."""
+    """Run the body with dropout off and the weights in the decoding layout (`layout.py`), then give the
+    model back its train/eval mode and its layout."""
     was_training = model.training
     model.eval()
     try:
-        yield
+        with decoding_layout(model):
+            yield
     finally:
         model.train(was_training)
 

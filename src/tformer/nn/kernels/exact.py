@@ -26,6 +26,8 @@ class ExactAttention(Kernel):
     def attend(self, q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None, causal: bool, scale: float,
                bias: Tensor | None, dropout: float) -> tuple[Tensor, Tensor | None]:
         t, s = q.shape[2], k.shape[2]
+        if causal and t == 1:  # one query, the last position: it may see every key, so nothing to mask
+            causal = False
         if causal and (mask is not None or bias is not None or t != s):
             keep = causal_mask(t, s, device=q.device)[None, None]  # (1, 1, T, S); queries are the last T
             mask, causal = (keep if mask is None else mask & keep), False
