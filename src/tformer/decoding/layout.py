@@ -5,8 +5,7 @@ Decoding a few rows at a time multiplies each weight matrix by a vector. `nn.Lin
 1.5x slower than x @ M with M (in, out) contiguous (4.4 ms against 2.8 ms for the 24 matrices of a 6-layer,
 d = 512 GPT, timed in one process); GPT-2's Conv1D stores its weights that way. So while decoding we keep
 every linear weight's values, shape and state-dict key but store it as the transpose of a contiguous
-(in, out) matrix
-(column-major), and put the ordinary layout back afterwards. Batch-1 generation of that model in
+(in, out) matrix (column-major), and put the ordinary layout back afterwards. Batch-1 generation of that model in
 `benchmarks/generate.py` went from 138 to 165 tokens/s. On a GPU the layout is left alone.
 """
 
