@@ -36,7 +36,6 @@ import platform
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -48,7 +47,9 @@ import tformer
 from tformer.config import InitConfig, NormConfig, PositionConfig
 from tformer.decoding import beam_search, greedy
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/ is not a package
+from generate import DTYPES, timed  # noqa: E402  (the same timing as the generation benchmark)
+
 QUICK = dict(layers=1, d_model=64, heads=4, vocab=256, batch=4, src_len=8, new_tokens=6, reps=1)
 NEVER = -1e4  # the output bias of tokens that must not be chosen (end symbol, pad)
 LENPEN = 1.0
@@ -81,20 +82,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             if getattr(args, key) == p.get_default(key):
                 setattr(args, key, value)
     return args
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def timed(fn: Callable[[], list[list[int]]], device: torch.device) -> tuple[float, list[list[int]]]:
-    """(seconds, tokens) of one call, the device's queue drained before and after."""
-    sync(device)
-    start = time.perf_counter()
-    tokens = fn()
-    sync(device)
-    return time.perf_counter() - start, tokens
 
 
 def build_pair(args: argparse.Namespace, device: torch.device) -> tuple[nn.Module, nn.Module]:

@@ -192,10 +192,12 @@ class TransformerConfig:
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):  # sub-configs may be given as plain dicts (or a shorthand)
             value, factory = getattr(self, f.name), f.default_factory
-            if isinstance(value, str) and factory is not dataclasses.MISSING and hasattr(factory(), "SHORTHAND"):
-                value = {factory().SHORTHAND: value}
-            if isinstance(value, dict) and factory is not dataclasses.MISSING:
-                default = factory()
+            if factory is dataclasses.MISSING or not isinstance(value, str | dict):
+                continue
+            default = factory()
+            if isinstance(value, str) and hasattr(default, "SHORTHAND"):
+                value = {default.SHORTHAND: value}
+            if isinstance(value, dict):
                 setattr(self, f.name, from_dict(type(default), {**_given(default), **value}, where=f"{f.name}."))
         for name in ("vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "max_len"):
             _positive(name, getattr(self, name))

@@ -39,6 +39,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from tformer.nn.kernels.base import key_valid
+
 
 class SSMState:
     """The decoding cache of one causal mixer: the last K - 1 inputs of the convolution and the state h."""
@@ -186,16 +188,6 @@ class SSMMixer(nn.Module):
         if cache is not None and self.bidirectional:
             raise ValueError("a bidirectional SSM mixer does not support a cache")
 
-    @staticmethod
-    def _valid(mask: Tensor, batch: int, t: int, s: int) -> Tensor:
-        """Key-padding mask (B|1, 1, 1, S) -> (B|1, T) validity of the T new positions."""
-        shape = tuple(mask.shape)
-        ok = mask.dim() == 4 and shape[0] in (1, batch) and shape[1:3] == (1, 1) and shape[3] == s
-        if not ok or mask.dtype != torch.bool:
-            raise ValueError(f"SSM mixer mask of shape {shape} and dtype {mask.dtype} is wrong; expected a bool "
-                             f"key-padding mask of shape (B={batch} or 1, 1, 1, S={s})")
-        return mask[:, 0, 0, s - t :]
-
     def forward(
         self,
         x: Tensor,
@@ -211,7 +203,8 @@ class SSMMixer(nn.Module):
         self._check(context, causal, cache)
         b, t, _ = x.shape
         past = 0 if cache is None else cache.length
-        valid = None if mask is None else self._valid(mask, b, t, past + t)  # (B|1, T)
+        valid = key_valid(mask, b, past + t, kind="ssm")  # (B, S) or None
+        valid = None if valid is None else valid[:, past:]  # (B, T): the new positions
         u, z = self.in_proj(x).chunk(2, dim=-1)  # (B, T, E) each
         if cache is not None and t == 1:
             y, final = self.forward_ssm.step(u[:, 0], valid=None if valid is None else valid[:, 0], state=cache)

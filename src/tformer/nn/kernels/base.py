@@ -50,9 +50,9 @@ def key_valid(mask: Tensor | None, batch: int, s: int, *, kind: str) -> Tensor |
     the structured kinds never build the T x S matrix it would need."""
     if mask is None:
         return None
-    if mask.dim() != 4 or mask.shape[1] != 1 or mask.shape[2] != 1 or mask.shape[3] != s:
-        raise ValueError(f"{kind} attention takes a key-padding mask of shape (B, 1, 1, S={s}), "
-                         f"got {tuple(mask.shape)}; causality goes in `causal`")
+    if mask.dim() != 4 or mask.shape[1:3] != (1, 1) or mask.shape[3] != s or mask.dtype != torch.bool:
+        raise ValueError(f"{kind} attention takes a bool key-padding mask of shape (B, 1, 1, S={s}), "
+                         f"got {tuple(mask.shape)} {mask.dtype}; causality goes in `causal`")
     return mask[:, 0, 0, :].expand(batch, s)  # (B, S)
 
 
