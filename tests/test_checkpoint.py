@@ -211,7 +211,7 @@ def test_failed_save_keeps_the_old_checkpoint(tmp_path, monkeypatch):
         real_replace(src, dst)
 
     monkeypatch.setattr(os, "replace", failing_replace)
-    with pytest.raises(OSError, match="rename failed"):
+    with pytest.raises(ValueError, match="cannot write checkpoint .*ckpt: rename failed"):
         save_checkpoint(tmp_path / "ckpt", model=model, config=config, tokenizer=FakeTokenizer(["z"]))
     monkeypatch.undo()
 
@@ -231,11 +231,13 @@ def test_missing_or_corrupt_checkpoints_are_named(tmp_path):
     path = tmp_path / "ckpt"
     with pytest.raises(ValueError, match=r"ckpt: no such directory"):
         load_model(path)
-    save_checkpoint(path, model=model, config=config)
+    save_checkpoint(path, model=model, config=config, state={"step": 1})
+    (path / "trainer.pt").unlink()
     with pytest.raises(ValueError, match=r"ckpt: missing trainer.pt"):
         load_training_state(path)
 
     (path / "trainer.pt").write_bytes(b"not a pickle")
+    (path / "manifest.json").unlink()  # as a checkpoint from before manifests: the loader itself must object
     with pytest.raises(ValueError, match=r"ckpt: trainer.pt is corrupt"):
         load_training_state(path)
     (path / "model.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00garbage!")
@@ -258,6 +260,9 @@ def test_weights_of_another_architecture_are_refused(tmp_path):
     bert, bert_config = tiny("bert-tiny")
     save_checkpoint(tmp_path / "bert", model=bert, config=bert_config)
     os.replace(tmp_path / "bert" / "model.safetensors", tmp_path / "ckpt" / "model.safetensors")
+    with pytest.raises(ValueError, match=r"model.safetensors has \d+ bytes, the manifest says"):
+        load_model(tmp_path / "ckpt")
+    (tmp_path / "ckpt" / "manifest.json").unlink()  # without the manifest, loading itself must refuse
     with pytest.raises(ValueError, match="cannot load model.safetensors into GPT"):
         load_model(tmp_path / "ckpt")
 
@@ -267,3 +272,48 @@ def test_a_file_is_not_overwritten(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(ValueError, match="not a directory"):
         save_checkpoint(tmp_path / "file", model=model, config=config)
+
+
+def test_truncated_or_altered_files_are_caught_by_the_manifest(tmp_path):
+    model, config = tiny("gpt-tiny")
+    path = tmp_path / "ckpt"
+    save_checkpoint(path, model=model, config=config, state={"step": 3})
+    assert load_training_state(path)["step"] == 3
+    weights = (path / "model.safetensors").read_bytes()
+    (path / "model.safetensors").write_bytes(weights[: len(weights) // 2])  # a copy cut short
+    with pytest.raises(ValueError, match=r"ckpt: model.safetensors has \d+ bytes, the manifest says \d+"):
+        load_model(path)
+    flipped = bytearray(weights)
+    flipped[-1] ^= 0xFF  # same size, one byte of one weight changed
+    (path / "model.safetensors").write_bytes(bytes(flipped))
+    with pytest.raises(ValueError, match=r"ckpt: model.safetensors does not match its SHA-256"):
+        load_model(path)
+
+
+def test_a_full_disk_keeps_the_old_checkpoint(tmp_path, monkeypatch):
+    import errno
+
+    model, config = tiny("gpt-tiny")
+    path = tmp_path / "ckpt"
+    save_checkpoint(path, model=model, config=config)
+    before = (path / "model.safetensors").read_bytes()
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full)  # trainer.pt is written after the weights
+    with pytest.raises(ValueError, match=r"cannot write checkpoint .*ckpt: No space left on device \(the previous"):
+        save_checkpoint(path, model=model, config=config, state={"step": 1})
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]  # nothing half-written beside it
+    assert (path / "model.safetensors").read_bytes() == before
+    load_model(path)  # still verifies
+
+
+def test_keep_previous_as_keeps_the_replaced_checkpoint(tmp_path):
+    model, config = tiny("gpt-tiny")
+    save_checkpoint(tmp_path / "last", model=model, config=config, state={"step": 1})
+    save_checkpoint(tmp_path / "last", model=model, config=config, state={"step": 2},
+                    keep_previous_as=tmp_path / "step-00000001")
+    assert load_training_state(tmp_path / "step-00000001", restore_rng=False)["step"] == 1
+    assert load_training_state(tmp_path / "last", restore_rng=False)["step"] == 2

@@ -26,10 +26,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 import torch.nn.functional as F
-import yaml
 from torch import Tensor, nn
 
-from tformer.config import BertConfig, to_dict
+from tformer.config import BertConfig
 from tformer.data.mlm import IGNORE, mask_tokens
 from tformer.data.nsp import collate_pairs, length_batches, make_pairs
 from tformer.data.text import load_text_corpus, read_texts
@@ -230,6 +229,5 @@ def train_bert(recipe: PretrainRecipe, *, resume: bool = False, progress: bool =
     config = model_config(recipe, tokenizer)
     model = BertForPretraining(config)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "recipe.yaml").write_text(yaml.safe_dump(to_dict(recipe), sort_keys=False))
     return fit(model, config, task, recipe.train, out_dir=out_dir, tokenizer=tokenizer, resume=resume,
-               progress=progress)
+               progress=progress, recipe=recipe)

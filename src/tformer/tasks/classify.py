@@ -23,10 +23,9 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 import torch.nn.functional as F
-import yaml
 from torch import Tensor, nn
 
-from tformer.config import BertConfig, to_dict
+from tformer.config import BertConfig
 from tformer.data.labelled import Labelled, load_bbc_topics, load_sentiment, read_labelled
 from tformer.data.nsp import length_batches
 from tformer.models.bert import BertClassifier
@@ -34,6 +33,7 @@ from tformer.models.presets import preset
 from tformer.tokenization.hf import load_tokenizer
 from tformer.tokenization.wordpiece import WordPieceTokenizer
 from tformer.training.checkpoint import load_model, tokenizer_dir
+from tformer.training.distributed import launched_world
 from tformer.training.loop import TrainConfig, fit
 from tformer.training.optim import OptimConfig
 from tformer.training.schedules import ScheduleConfig
@@ -218,9 +218,10 @@ def train_classifier(recipe: ClassifyRecipe, *, resume: bool = False, progress: 
         raise ValueError(f"data.max_len={recipe.data.max_len} exceeds the model's max_len={model.config.max_len}")
     task = ClassifyTask(recipe, tokenizer, train, valid)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "recipe.yaml").write_text(yaml.safe_dump(to_dict(recipe), sort_keys=False))
     state = fit(model, model.config, task, recipe.train, out_dir=out_dir, tokenizer=tokenizer, resume=resume,
-                progress=progress)
+                progress=progress, recipe=recipe)
+    if state.get("interrupted") or not launched_world().is_main:
+        return state
     if recipe.data.corpus != "files" or recipe.data.test:
         test = load_split(recipe.data, "test", names=train.names)
         best, _ = load_model(out_dir / "best")

@@ -31,17 +31,17 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import torch
-import yaml
 from torch import Tensor, nn
 
-from tformer.config import GPTConfig, to_dict
+from tformer.config import GPTConfig
 from tformer.data.text import load_text_corpus, read_texts
 from tformer.decoding import generate
 from tformer.models.presets import build_model, preset
 from tformer.tokenization.bpe import BPETokenizer
 from tformer.tokenization.char import CharTokenizer
 from tformer.tokenization.hf import load_tokenizer
-from tformer.training.checkpoint import tokenizer_dir
+from tformer.training.checkpoint import load_model, tokenizer_dir
+from tformer.training.distributed import launched_world
 from tformer.training.loop import TrainConfig, fit
 from tformer.training.losses import label_smoothed_nll, nll_sum
 from tformer.training.optim import OptimConfig
@@ -292,9 +292,13 @@ def train_lm(recipe: LMRecipe, *, resume: bool = False, progress: bool = True) -
     config = model_config(recipe, tokenizer)
     model = build_model(config)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "recipe.yaml").write_text(yaml.safe_dump(to_dict(recipe), sort_keys=False))
     state = fit(model, config, task, recipe.train, out_dir=out_dir, tokenizer=tokenizer, resume=resume,
-                progress=progress)
+                progress=progress, recipe=recipe)
+    world = launched_world()
+    if state.get("interrupted") or not world.is_main:
+        return state
+    if world.is_distributed:  # the trained weights may be sharded over the ranks: read them back whole
+        model, _ = load_model(out_dir / "last")
     samples = sample_texts(model, tokenizer, recipe.sample, seed=recipe.train.seed)
     (out_dir / "samples.txt").write_text("".join(f"=== sample {i}\n{s}\n" for i, s in enumerate(samples)))
     if progress:

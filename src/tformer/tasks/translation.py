@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 from torch import Tensor, nn
 
-from tformer.config import Seq2SeqConfig, to_dict
+from tformer.config import Seq2SeqConfig
 from tformer.data import collate, limit_lengths, load_bible, read_parallel
 from tformer.data.batching import Batch, TokenBatchSampler
 from tformer.decoding import beam_search, greedy
@@ -153,7 +152,11 @@ def train_translation(recipe: TranslationRecipe, *, resume: bool = False, progre
     out_dir = Path(recipe.out_dir)
     torch.manual_seed(recipe.train.seed)
     if resume:
-        tokenizer = BPETokenizer.load(tokenizer_dir(out_dir / "last"))
+        directory = tokenizer_dir(out_dir / "last")
+        if directory is None:
+            raise ValueError(f"cannot resume: no checkpoint with a tokenizer at {out_dir / 'last'} "
+                             "(train without --resume to start afresh)")
+        tokenizer = BPETokenizer.load(directory)
     else:
         train_pairs = load_split(recipe.data, "train")
         texts = [s for s, _ in train_pairs] + [t for _, t in train_pairs]
@@ -162,9 +165,8 @@ def train_translation(recipe: TranslationRecipe, *, resume: bool = False, progre
     config = model_config(recipe, tokenizer)
     model = build_model(config)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "recipe.yaml").write_text(yaml.safe_dump(to_dict(recipe), sort_keys=False))
     return fit(model, config, task, recipe.train, out_dir=out_dir, tokenizer=tokenizer, resume=resume,
-               progress=progress)
+               progress=progress, recipe=recipe)
 
 
 def model_config(recipe: TranslationRecipe, tokenizer: BPETokenizer) -> Seq2SeqConfig:

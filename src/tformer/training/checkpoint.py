@@ -6,11 +6,14 @@
                                position in the epoch, ...) and the RNG states (python, numpy, torch CPU,
                                CUDA); only when training state is passed
     <path>/tokenizer/          written by the tokenizer's own `save(dir)`, when one is passed
+    <path>/manifest.json       every file's size and SHA-256, checked when the file is read back
 
 Atomic: everything is written into a hidden sibling directory, each file fsync'd, and only then renamed
-onto `<path>` (an existing checkpoint is first renamed aside, then deleted). An exception while writing
-removes the sibling and leaves the old checkpoint as it was; a crash (power loss) can leave only a stale
-`.<name>.tmp-*` sibling behind, never a half-written `<path>`.
+onto `<path>` (an existing checkpoint is first renamed aside, then deleted, or kept under another name).
+An exception while writing (a full disk) removes the sibling and leaves the old checkpoint as it was; a
+crash (power loss, SIGKILL) can leave only a stale `.<name>.tmp-*` sibling behind, never a half-written
+`<path>`. Verified: a file whose size or hash differs from the manifest (truncated, overwritten) is refused
+with its name, not half-loaded.
 
 Resuming: `model, config = load_model(path)` (or an already built model, passed as `model=` below), build
 the optimizer and scheduler as at the start, then `state = load_training_state(path, optimizer=...,
@@ -19,6 +22,9 @@ scheduler=...)`, last: building draws random numbers, and restoring the RNG must
 
 from __future__ import annotations
 
+import errno
+import hashlib
+import json
 import os
 import random
 import shutil
@@ -40,6 +46,7 @@ MODEL_FILE = "model.safetensors"
 CONFIG_FILE = "config.yaml"
 TRAINER_FILE = "trainer.pt"
 TOKENIZER_DIR = "tokenizer"
+MANIFEST_FILE = "manifest.json"
 
 
 class SavesToDirectory(Protocol):
@@ -52,26 +59,37 @@ class SavesToDirectory(Protocol):
 def save_checkpoint(path: str | os.PathLike, *, model: nn.Module, config: TransformerConfig,
                     optimizer: torch.optim.Optimizer | None = None,
                     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None, state: dict | None = None,
-                    tokenizer: SavesToDirectory | None = None) -> None:
-    """Write the checkpoint directory `path`, replacing any checkpoint there only once complete.
+                    tokenizer: SavesToDirectory | None = None, keep_previous_as: str | os.PathLike | None = None,
+                    model_state: dict | None = None, optimizer_state: dict | None = None) -> None:
+    """Write the checkpoint directory `path`, replacing any checkpoint there only once complete (and keeping
+    the one it replaces as `keep_previous_as`, if given, instead of deleting it).
 
     trainer.pt is written when any of optimizer, scheduler or state is given: their states, and the RNG
     states. `state` is the loop's own plain data (numbers, strings, None, lists, dicts, tensors), e.g.
     the step, the epoch and the batch position in it; `load_training_state` returns it unchanged.
-    `tokenizer.save(dir)` is called with an existing, empty `tokenizer/` directory."""
+    `tokenizer.save(dir)` is called with an existing, empty `tokenizer/` directory. `model_state` and
+    `optimizer_state` stand in for `model.state_dict()` and `optimizer.state_dict()` when those live sharded
+    over several processes (FSDP) and were gathered by the caller.
+
+    A failure to write (full disk, no permission) raises ValueError naming `path` and the reason."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ValueError(f"checkpoint {path}: exists and is not a directory")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:12]}"
-    tmp.mkdir()
     try:
-        safetensors.torch.save_model(model, str(tmp / MODEL_FILE))
+        tmp.mkdir()
+        if model_state is None:
+            safetensors.torch.save_model(model, str(tmp / MODEL_FILE))
+        else:
+            _save_state(model, model_state, tmp / MODEL_FILE)
         meta = {"family": family_of(config), "model": type(model).__name__, "config": to_dict(config)}
         (tmp / CONFIG_FILE).write_text(yaml.safe_dump(meta, sort_keys=False))
         if optimizer is not None or scheduler is not None or state is not None:
+            if optimizer_state is None and optimizer is not None:
+                optimizer_state = optimizer.state_dict()
             trainer = {
-                "optimizer": None if optimizer is None else optimizer.state_dict(),
+                "optimizer": optimizer_state,
                 "scheduler": None if scheduler is None else scheduler.state_dict(),
                 "state": dict(state or {}),
                 "rng": rng_states(),
@@ -80,11 +98,63 @@ def save_checkpoint(path: str | os.PathLike, *, model: nn.Module, config: Transf
         if tokenizer is not None:
             (tmp / TOKENIZER_DIR).mkdir()
             tokenizer.save(tmp / TOKENIZER_DIR)
+        _write_manifest(tmp)
         _fsync_tree(tmp)
-        _swap_into_place(tmp, path)
+        _swap_into_place(tmp, path, keep_previous_as)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        reason = e.strerror or str(e) or errno.errorcode.get(e.errno or 0, type(e).__name__)
+        kept = " (the previous one there is kept)" if path.exists() else ""
+        raise ValueError(f"cannot write checkpoint {path}: {reason}{kept}") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _save_state(model: nn.Module, state: dict, file: Path) -> None:
+    """`safetensors.torch.save_model` for a state dict held apart from the model: a tensor the model ties
+    to others (the output layer sharing the embedding) is stored once, under the name save_model keeps."""
+    names = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), []).append(name)
+    drop = {n for group in names.values() for n in sorted(group)[1:]}
+    safetensors.torch.save_file({k: v.contiguous() for k, v in state.items() if k not in drop}, str(file))
+
+
+def _write_manifest(root: Path) -> None:
+    entries = {}
+    for file in sorted(p for p in root.rglob("*") if p.is_file()):
+        entries[file.relative_to(root).as_posix()] = {"bytes": file.stat().st_size, "sha256": _sha256(file)}
+    (root / MANIFEST_FILE).write_text(json.dumps(entries, indent=1) + "\n")
+
+
+def _sha256(file: Path) -> str:
+    digest = hashlib.sha256()
+    with open(file, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def verify(path: str | os.PathLike, name: str) -> None:
+    """Check `<path>/<name>` against the manifest (size, then SHA-256); a checkpoint written before
+    manifests existed, or a file the manifest does not list, passes unchecked."""
+    path = Path(path)
+    manifest = path / MANIFEST_FILE
+    if not manifest.is_file():
+        return
+    try:
+        entry = json.loads(manifest.read_text()).get(name)
+    except (ValueError, AttributeError):
+        raise ValueError(f"checkpoint {path}: {MANIFEST_FILE} is corrupt") from None
+    if entry is None:
+        return
+    size = (path / name).stat().st_size
+    if size != entry["bytes"]:
+        raise ValueError(f"checkpoint {path}: {name} has {size} bytes, the manifest says {entry['bytes']}: "
+                         "the file is truncated or was replaced")
+    if _sha256(path / name) != entry["sha256"]:
+        raise ValueError(f"checkpoint {path}: {name} does not match its SHA-256 in {MANIFEST_FILE}: corrupt")
 
 
 def _fsync_tree(root: Path) -> None:
@@ -107,12 +177,14 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def _swap_into_place(tmp: Path, path: Path) -> None:
+def _swap_into_place(tmp: Path, path: Path, keep_previous_as: str | os.PathLike | None = None) -> None:
     """rename(tmp, path); a non-empty directory cannot be renamed over, so an old one is moved aside
-    first and deleted after (and moved back if the second rename fails)."""
+    first and deleted after, or kept as `keep_previous_as` (and moved back if the second rename fails)."""
     old = None
     if path.exists():
-        old = path.parent / f".{path.name}.old-{uuid.uuid4().hex[:12]}"
+        old = Path(keep_previous_as) if keep_previous_as else path.parent / f".{path.name}.old-{uuid.uuid4().hex[:12]}"
+        if old.exists():
+            shutil.rmtree(old)
         os.replace(path, old)
     try:
         os.replace(tmp, path)
@@ -121,7 +193,7 @@ def _swap_into_place(tmp: Path, path: Path) -> None:
             os.replace(old, path)
         raise
     _fsync_dir(path.parent)
-    if old is not None:
+    if old is not None and not keep_previous_as:
         shutil.rmtree(old, ignore_errors=True)
 
 
@@ -227,11 +299,7 @@ def load_training_state(path: str | os.PathLike, *, optimizer: torch.optim.Optim
     path = Path(path)
     if model is not None:
         load_weights(model, path)
-    file = _require(path, TRAINER_FILE)
-    try:
-        trainer = torch.load(file, map_location="cpu", weights_only=True)
-    except Exception as e:
-        raise ValueError(f"checkpoint {path}: {TRAINER_FILE} is corrupt ({type(e).__name__})") from None
+    trainer = read_trainer(path)
     for name, obj in (("optimizer", optimizer), ("scheduler", scheduler)):
         if obj is not None and trainer.get(name) is None:
             raise ValueError(f"checkpoint {path}: {TRAINER_FILE} holds no {name} state")
@@ -242,6 +310,16 @@ def load_training_state(path: str | os.PathLike, *, optimizer: torch.optim.Optim
     if restore_rng:
         set_rng_states(trainer["rng"])
     return trainer["state"]
+
+
+def read_trainer(path: str | os.PathLike) -> dict:
+    """trainer.pt as saved: {"optimizer", "scheduler", "state", "rng"}."""
+    path = Path(path)
+    file = _require(path, TRAINER_FILE)
+    try:
+        return torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise ValueError(f"checkpoint {path}: {TRAINER_FILE} is corrupt ({type(e).__name__})") from None
 
 
 def tokenizer_dir(path: str | os.PathLike) -> Path | None:
@@ -256,6 +334,7 @@ def _require(path: Path, name: str) -> Path:
     file = path / name
     if not file.is_file():
         raise ValueError(f"checkpoint {path}: missing {name}")
+    verify(path, name)
     return file
 
 
@@ -271,6 +350,7 @@ def _read_yaml(path: Path) -> dict:
 
 
 __all__ = [
-    "CONFIG_FILE", "MODEL_FILE", "TOKENIZER_DIR", "TRAINER_FILE", "load_config", "load_model",
-    "load_training_state", "load_weights", "rng_states", "save_checkpoint", "set_rng_states", "tokenizer_dir",
+    "CONFIG_FILE", "MANIFEST_FILE", "MODEL_FILE", "TOKENIZER_DIR", "TRAINER_FILE", "load_config", "load_model",
+    "load_training_state", "load_weights", "read_trainer", "rng_states", "save_checkpoint", "set_rng_states",
+    "tokenizer_dir", "verify",
 ]

@@ -3,6 +3,11 @@ normalised by the token count of the whole step, clipping, the schedule, logging
 TensorBoard when installed), periodic evaluation, and the last and best checkpoints, from which a run
 resumes exactly (weights, optimizer, schedule, every RNG and the position in the data order).
 
+Work is never lost: checkpoints are atomic and verified (`checkpoint.py`); SIGINT and SIGTERM save `last`
+at the end of the step and return (`interrupts.py`); `save_every` bounds what a SIGKILL loses. A step with
+a non-finite loss or gradient is skipped and reported; `max_bad_steps` in a row stop the run. Under
+torchrun the same loop trains data-parallel (`distributed.py`); only rank 0 writes.
+
 A task supplies the data and the loss; see `Task`.
 """
 
@@ -10,17 +15,30 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
+import yaml
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from tformer.config import TransformerConfig
-from tformer.training.checkpoint import load_training_state, save_checkpoint
+from tformer.config import TransformerConfig, to_dict
+from tformer.training import distributed as dist
+from tformer.training.checkpoint import (
+    load_config,
+    load_weights,
+    read_trainer,
+    rng_states,
+    save_checkpoint,
+    set_rng_states,
+)
+from tformer.training.interrupts import Interrupts
 from tformer.training.optim import OptimConfig, build_optimizer
 from tformer.training.schedules import ScheduleConfig, build_scheduler
 
@@ -30,23 +48,32 @@ class TrainConfig:
     seed: int = 0
     max_steps: int = 1000  # optimizer steps
     time_budget_min: float | None = None  # stop after this many minutes of training, whatever the step
-    accum_steps: int = 1  # micro-batches per optimizer step
+    accum_steps: int = 1  # micro-batches per optimizer step (per rank under torchrun)
     label_smoothing: float = 0.1
     eval_every: int = 500
     log_every: int = 10
+    save_every: int | None = None  # write `last` every this many steps; None: at each evaluation
+    keep_last: int = 1  # `last` and the keep_last - 1 checkpoints before it (as step-NNNNNNNN/)
+    max_bad_steps: int = 5  # steps in a row with a non-finite loss or gradient before the run stops
+    distributed: str = "ddp"  # under torchrun: "ddp" (a replica per rank) or "fsdp" (fully sharded)
     best_metric: str = "valid_loss"  # chooses the `best` checkpoint; "bleu" and "accuracy" count higher as better
     optim: OptimConfig = field(default_factory=OptimConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
 
     def __post_init__(self) -> None:
-        for name in ("max_steps", "accum_steps", "eval_every", "log_every"):
+        for name in ("max_steps", "accum_steps", "eval_every", "log_every", "keep_last", "max_bad_steps"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"train.{name}={value!r} must be a positive integer")
+        if self.save_every is not None and (not isinstance(self.save_every, int) or self.save_every < 1):
+            raise ValueError(f"train.save_every={self.save_every!r} must be a positive integer or null")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"train.label_smoothing={self.label_smoothing!r} must be in [0, 1)")
         if self.time_budget_min is not None and not self.time_budget_min > 0:
             raise ValueError(f"train.time_budget_min={self.time_budget_min!r} must be > 0")
+        if self.distributed not in dist.STRATEGIES:
+            allowed = ", ".join(dist.STRATEGIES)
+            raise ValueError(f"train.distributed={self.distributed!r} is not allowed; choose one of {allowed}")
 
 
 HIGHER_IS_BETTER = ("bleu", "chrf", "accuracy")
@@ -69,22 +96,27 @@ class Task(Protocol):
 
 
 def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainConfig, *, out_dir: Path,
-        tokenizer: Any = None, resume: bool = False, progress: bool = True) -> dict[str, Any]:
-    """Train `model` on `task` and return the final state (step, metrics). Writes out_dir/metrics.jsonl,
-    out_dir/last and out_dir/best checkpoints."""
+        tokenizer: Any = None, resume: bool = False, progress: bool = True,
+        recipe: Any = None) -> dict[str, Any]:
+    """Train `model` on `task` and return the final state (step, metrics, and `interrupted`: the signal's
+    name if SIGINT or SIGTERM stopped it). Writes out_dir/recipe.yaml (the `recipe` dataclass, if given),
+    out_dir/metrics.jsonl and the out_dir/last and out_dir/best checkpoints."""
     out_dir = Path(out_dir)
+    world = dist.launched_world()
+    if resume:
+        check_resumable(out_dir, config)
+        load_weights(model, out_dir / "last")  # before wrapping, so every rank starts from the same weights
+    else:
+        torch.manual_seed(train.seed + world.rank)  # rank 0 draws as a single process would
+    model, world = dist.setup(model, train.distributed)
     optimizer = build_optimizer(model, train.optim)
     scheduler = build_scheduler(optimizer, train.schedule, d_model=config.d_model, lr=train.optim.lr)
     state: dict[str, Any] = {"step": 0, "epoch": 0, "batch": 0, "best": None, "elapsed": 0.0}
     if resume:
-        if not (out_dir / "last").is_dir():
-            raise ValueError(f"cannot resume: no checkpoint at {out_dir / 'last'}")
-        state.update(load_training_state(out_dir / "last", optimizer=optimizer, scheduler=scheduler,
-                                         model=model))
-    else:
-        torch.manual_seed(train.seed)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    log = Logger(out_dir, append=resume)  # a fresh run starts a fresh log
+        state.update(_restore(out_dir / "last", model, optimizer, scheduler, train, world))
+    log = Logger(out_dir, resume_at=state["step"] if resume else None) if world.is_main else None
+    if world.is_main and recipe is not None:
+        _write_atomic(out_dir / "recipe.yaml", yaml.safe_dump(to_dict(recipe), sort_keys=False))
     epoch_batches = task.batches(state["epoch"])
 
     def next_batches(n: int) -> list[Any]:
@@ -98,84 +130,213 @@ def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainCon
             state["batch"] += 1
         return taken
 
-    def save(name: str) -> None:
-        save_checkpoint(out_dir / name, model=model, config=config, optimizer=optimizer, scheduler=scheduler,
-                        state=dict(state), tokenizer=tokenizer)
+    last_saved = [state["step"] if resume else None]
 
-    bar = tqdm(total=train.max_steps, initial=state["step"], disable=not progress, dynamic_ncols=True)
+    def save(name: str) -> None:  # every rank calls it (FSDP gathers); rank 0 writes
+        gathered = dist.full_state(model, optimizer)
+        ranks_rng = dist.gather_objects(rng_states(), world)
+        if world.is_main:
+            keep = None
+            if name == "last" and train.keep_last > 1 and last_saved[0] is not None:
+                keep = out_dir / f"step-{last_saved[0]:08d}"
+            save_checkpoint(out_dir / name, model=dist.unwrap(model), config=config, optimizer=optimizer,
+                            scheduler=scheduler, state={**state, "world_rng": ranks_rng}, tokenizer=tokenizer,
+                            keep_previous_as=keep, model_state=gathered and gathered[0],
+                            optimizer_state=gathered and gathered[1])
+            if name == "last":
+                _prune(out_dir, train.keep_last - 1)
+        if name == "last":
+            last_saved[0] = state["step"]
+        dist.barrier(world)
+
+    bar = tqdm(total=train.max_steps, initial=state["step"], disable=not (progress and world.is_main),
+               dynamic_ncols=True)
     started, tokens_seen, window_start = time.perf_counter() - state["elapsed"], 0, time.perf_counter()
+    bad_steps: list[int] = []
     model.train()
-    while state["step"] < train.max_steps:
-        micro = next_batches(train.accum_steps)
-        total = sum(task.n_tokens(b) for b in micro)
-        mean_loss, grad_norm = _step(model, task, micro, total, optimizer, clip_norm=train.optim.clip_norm)
-        scheduler.step()
-        state["step"] += 1
-        state["elapsed"] = time.perf_counter() - started
-        tokens_seen += total
-        bar.update(1)
-        if state["step"] % train.log_every == 0 or state["step"] == train.max_steps:
-            now = time.perf_counter()
-            rate = tokens_seen / max(now - window_start, 1e-9)
-            tokens_seen, window_start = 0, now
-            record = {"step": state["step"], "loss": mean_loss, "lr": scheduler.get_last_lr()[0],
-                      "grad_norm": grad_norm, "tokens_per_s": rate, "elapsed_s": state["elapsed"]}
-            log.write(record)
-            bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{record['lr']:.2e}", tok_s=f"{rate:.0f}")
-        out_of_time = train.time_budget_min is not None and state["elapsed"] >= 60 * train.time_budget_min
-        if state["step"] % train.eval_every == 0 or state["step"] == train.max_steps or out_of_time:
-            _evaluate(model, task, train, state, log, save)
-            model.train()
-            window_start = time.perf_counter()  # tokens/s counts training time only
-        if out_of_time:
-            break
+    with Interrupts() as stop:
+        while state["step"] < train.max_steps:
+            micro = dist.shard(next_batches(train.accum_steps * world.size), world)
+            mean_loss, total, grad_norm = _step(model, task, micro, optimizer, clip_norm=train.optim.clip_norm,
+                                                world=world)
+            if not (math.isfinite(mean_loss) and math.isfinite(grad_norm)):
+                bad_steps.append(state["step"] + 1)
+                _report_bad_step(bad_steps, mean_loss, grad_norm, train, log, out_dir)
+                continue
+            bad_steps.clear()
+            scheduler.step()
+            state["step"] += 1
+            state["elapsed"] = time.perf_counter() - started
+            tokens_seen += total
+            bar.update(1)
+            if log is not None and (state["step"] % train.log_every == 0 or state["step"] == train.max_steps):
+                now = time.perf_counter()
+                rate = tokens_seen / max(now - window_start, 1e-9)
+                tokens_seen, window_start = 0, now
+                record = {"step": state["step"], "loss": mean_loss, "lr": scheduler.get_last_lr()[0],
+                          "grad_norm": grad_norm, "tokens_per_s": rate, "elapsed_s": state["elapsed"]}
+                log.write(record)
+                bar.set_postfix(loss=f"{mean_loss:.3f}", lr=f"{record['lr']:.2e}", tok_s=f"{rate:.0f}")
+            out_of_time = train.time_budget_min is not None and state["elapsed"] >= 60 * train.time_budget_min
+            # the ranks agree on stopping (one clock and one signal decide for all)
+            out_of_time, signum = dist.all_max([float(out_of_time), float(stop.signal or 0)], world)
+            done = state["step"] == train.max_steps or bool(out_of_time)
+            if state["step"] % train.eval_every == 0 or done:
+                _evaluate(model, task, train, state, log, save)
+                model.train()
+                window_start = time.perf_counter()  # tokens/s counts training time only
+            elif train.save_every is not None and state["step"] % train.save_every == 0:
+                save("last")
+            if done:
+                break
+            if signum:
+                save("last")
+                state["interrupted"] = signal.Signals(int(signum)).name
+                break
     bar.close()
-    log.close()
+    if log is not None:
+        log.close()
+    dist.teardown(world)
     model.eval()
     return state
 
 
-def _step(model: nn.Module, task: Task, micro: list[Any], total: int, optimizer: torch.optim.Optimizer, *,
-          clip_norm: float | None) -> tuple[float, float]:
-    """One optimizer step over the micro-batches: each loss (a sum over its tokens) is divided by the token
-    count of all of them, so the gradient equals that of one big batch's mean. Returns (mean loss, grad norm)."""
+def check_resumable(out_dir: Path, config: TransformerConfig) -> None:
+    """Refuse to resume out_dir/last with a model config other than the one it was trained with, naming the
+    first field that differs (training settings such as max_steps may change; the model may not)."""
+    last = out_dir / "last"
+    if not last.is_dir():
+        raise ValueError(f"cannot resume: no checkpoint at {last} (train without --resume to start afresh)")
+    saved, _ = load_config(last)
+    if type(saved) is not type(config):
+        raise ValueError(f"cannot resume {last}: it holds a {type(saved).__name__}, the recipe builds a "
+                         f"{type(config).__name__}")
+    old, new = _flatten(to_dict(saved)), _flatten(to_dict(config))
+    for key in sorted(old.keys() | new.keys()):
+        if old.get(key) != new.get(key):
+            raise ValueError(f"cannot resume {last}: model {key} is {old.get(key)!r} in the checkpoint but "
+                             f"{new.get(key)!r} in the recipe; keep the model settings, or start a new out_dir")
+
+
+def _flatten(data: dict, prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _restore(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer,
+             scheduler: torch.optim.lr_scheduler.LRScheduler, train: TrainConfig, world: dist.World) -> dict:
+    """The optimizer, schedule and RNG states from a checkpoint's trainer.pt (the weights are loaded
+    already); returns the loop state. With as many ranks as saved it, each rank gets its own RNG back;
+    with another number, rank 0 gets the saved one and the others a seed derived from it."""
+    trainer = read_trainer(path)
+    dist.load_optimizer_state(model, optimizer, trainer["optimizer"])
+    scheduler.load_state_dict(trainer["scheduler"])
+    state = dict(trainer["state"])
+    ranks_rng = state.pop("world_rng", None) or [trainer["rng"]]
+    if len(ranks_rng) == world.size:
+        set_rng_states(ranks_rng[world.rank])
+    else:
+        set_rng_states(ranks_rng[0])
+        if world.rank > 0:
+            torch.manual_seed(train.seed + 1_000_003 * world.rank + state["step"])
+    return state
+
+
+def _step(model: nn.Module, task: Task, micro: list[Any], optimizer: torch.optim.Optimizer, *,
+          clip_norm: float | None, world: dist.World) -> tuple[float, int, float]:
+    """One optimizer step over this rank's micro-batches: each loss (a sum over its tokens) is divided by
+    the token count of the whole step on every rank, so the gradient equals that of one big batch's mean
+    however the tokens are split. (DDP averages the ranks' gradients, hence the factor world.size.)
+    Returns (mean loss, tokens, gradient norm); the optimizer does not step if either is not finite."""
     optimizer.zero_grad(set_to_none=True)
+    local = sum(task.n_tokens(b) for b in micro)
+    total = int(dist.all_sum([float(local)], world)[0])
     loss_sum = 0.0
-    for batch in micro:
-        loss = task.loss(model, batch)
-        (loss / total).backward()
+    for i, batch in enumerate(micro):
+        last = i == len(micro) - 1
+        with nullcontext() if last or not hasattr(model, "no_sync") else model.no_sync():  # all-reduce once
+            loss = task.loss(model, batch)
+            (loss / total * world.size).backward()
         loss_sum += loss.item()
+    loss_sum = dist.all_sum([loss_sum], world)[0]
     grad_norm = _clip(model, clip_norm)
-    optimizer.step()
-    return loss_sum / total, grad_norm
+    if math.isfinite(loss_sum) and math.isfinite(grad_norm):
+        optimizer.step()
+    return loss_sum / total, total, grad_norm
 
 
-def _evaluate(model: nn.Module, task: Task, train: TrainConfig, state: dict, log: Logger, save: Any) -> None:
+def _report_bad_step(bad_steps: list[int], loss: float, grad_norm: float, train: TrainConfig,
+                     log: Logger | None, out_dir: Path) -> None:
+    step = bad_steps[-1]
+    what = f"loss {loss}" if not math.isfinite(loss) else f"gradient norm {grad_norm}"
+    if log is not None:
+        log.write({"step": step, "skipped": what})
+        tqdm.write(f"tformer: step {step} skipped: non-finite {what}")
+    if len(bad_steps) >= train.max_bad_steps:
+        raise RuntimeError(f"stopping: {len(bad_steps)} steps in a row had a non-finite loss or gradient "
+                           f"(steps {bad_steps[0]}..{step}, train.max_bad_steps={train.max_bad_steps}); "
+                           f"lower optim.lr or raise optim.warmup; the last checkpoint is {out_dir / 'last'}")
+
+
+def _evaluate(model: nn.Module, task: Task, train: TrainConfig, state: dict, log: Logger | None,
+              save: Any) -> None:
+    """Every rank evaluates the whole model (identical metrics; FSDP needs all ranks in each forward)."""
     model.eval()
-    metrics = task.evaluate(model)
-    log.write({"step": state["step"], **{f"eval/{k}": v for k, v in metrics.items()}})
+    metrics = task.evaluate(dist.unwrap(model))
+    if log is not None:
+        log.write({"step": state["step"], **{f"eval/{k}": v for k, v in metrics.items()}})
     value = metrics.get(train.best_metric)
+    state["metrics"] = metrics
     if value is not None and math.isfinite(value):
         sign = 1.0 if train.best_metric in HIGHER_IS_BETTER else -1.0
         if state["best"] is None or sign * value > sign * state["best"]:
             state["best"] = value
             save("best")
-    state["metrics"] = metrics
     save("last")
 
 
 def _clip(model: nn.Module, clip_norm: float | None) -> float:
+    """Clip the global gradient norm to `clip_norm` (None: only measure it); returns the norm before."""
     params = [p for p in model.parameters() if p.grad is not None]
-    if clip_norm is None:
-        return float(torch.norm(torch.stack([p.grad.norm() for p in params]))) if params else 0.0
-    return float(torch.nn.utils.clip_grad_norm_(params, clip_norm))
+    if not params:
+        return 0.0
+    norm = torch.nn.utils.clip_grad_norm_(params, clip_norm if clip_norm is not None else math.inf)
+    return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+
+
+def _prune(out_dir: Path, keep: int) -> None:
+    """Delete all but the newest `keep` of out_dir/step-NNNNNNNN/."""
+    import shutil
+
+    old = sorted(out_dir.glob("step-[0-9]*"))
+    for path in old[: max(len(old) - keep, 0)]:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 class Logger:
     """Metrics to out_dir/metrics.jsonl, one JSON object a line, and to TensorBoard when it is installed."""
 
-    def __init__(self, out_dir: Path, *, append: bool) -> None:
-        self.file = open(out_dir / "metrics.jsonl", "a" if append else "w")  # noqa: SIM115
+    def __init__(self, out_dir: Path, *, resume_at: int | None) -> None:
+        """A fresh run starts a fresh log; a resumed one keeps the records up to its checkpoint's step and
+        drops any logged after it (a crash since), so that no step appears twice."""
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / "metrics.jsonl"
+        if resume_at is not None and path.is_file():
+            kept = [line for line in path.read_text().splitlines(keepends=True) if _logged_step(line) <= resume_at]
+            _write_atomic(path, "".join(kept))
+        self.file = open(path, "a" if resume_at is not None else "w")  # noqa: SIM115
         try:
             from torch.utils.tensorboard import SummaryWriter
 
@@ -195,3 +356,10 @@ class Logger:
         self.file.close()
         if self.tb is not None:
             self.tb.close()
+
+
+def _logged_step(line: str) -> float:
+    try:
+        return json.loads(line)["step"]
+    except (ValueError, KeyError, TypeError):
+        return math.inf  # a torn last line: drop it
