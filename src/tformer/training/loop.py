@@ -17,6 +17,7 @@ import json
 import math
 import os
 import signal
+import sys
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -276,11 +277,11 @@ def _report_bad_step(bad_steps: list[int], loss: float, grad_norm: float, train:
     what = f"loss {loss}" if not math.isfinite(loss) else f"gradient norm {grad_norm}"
     if log is not None:
         log.write({"step": step, "skipped": what})
-        tqdm.write(f"tformer: step {step} skipped: non-finite {what}")
+        tqdm.write(f"tformer: step {step} skipped: non-finite {what}", file=sys.stderr)
     if len(bad_steps) >= train.max_bad_steps:
-        raise RuntimeError(f"stopping: {len(bad_steps)} steps in a row had a non-finite loss or gradient "
-                           f"(steps {bad_steps[0]}..{step}, train.max_bad_steps={train.max_bad_steps}); "
-                           f"lower optim.lr or raise optim.warmup; the last checkpoint is {out_dir / 'last'}")
+        raise RuntimeError(f"stopping at step {step}: {len(bad_steps)} tries in a row had a non-finite loss or "
+                           f"gradient (train.max_bad_steps={train.max_bad_steps}); lower optim.lr or lengthen the "
+                           f"warm-up; the last checkpoint is {out_dir / 'last'}")
 
 
 def _evaluate(model: nn.Module, task: Task, train: TrainConfig, state: dict, log: Logger | None,

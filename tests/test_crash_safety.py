@@ -1,0 +1,66 @@
+"""Crash safety, through real `python -m tformer train` processes: SIGKILL at 3 random steps with a resume
+after each gives bitwise the weights of an uninterrupted run; SIGTERM and SIGINT save the step they stop at
+and exit with 128 + the signal's number and a message (benchmarks/kill_resume.py does 20 kills)."""
+
+import importlib.util
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tformer.training.checkpoint import load_training_state
+
+spec = importlib.util.spec_from_file_location("kill_resume", Path(__file__).parents[1] / "benchmarks" / "kill_resume.py")
+kill_resume = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(kill_resume)
+
+STEPS = 10
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory) -> tuple[Path, Path]:  # noqa: ANN001
+    root = tmp_path_factory.mktemp("crash")
+    recipe = kill_resume.write_recipe(root, steps=STEPS)
+    kill_resume.run_to_end(recipe, root / "straight", resume=False)
+    return recipe, root / "straight"
+
+
+def test_sigkill_at_three_random_steps_then_resume_is_bitwise_identical(straight, tmp_path) -> None:  # noqa: ANN001
+    recipe, reference = straight
+    killed = tmp_path / "killed"
+    points = sorted(kill_resume.random.Random(1).sample(range(2, STEPS), 3))
+    interrupted = [kill_resume.run_killed_at(recipe, killed, step, resume=i > 0) for i, step in enumerate(points)]
+    assert all(interrupted), f"a run ended before its kill at {points}"
+    assert load_training_state(killed / "last", restore_rng=False)["step"] < STEPS
+    kill_resume.run_to_end(recipe, killed, resume=True)
+    assert kill_resume.identical(reference, killed)
+    assert kill_resume.logged_step(killed) == STEPS
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_saves_the_step_and_exits_cleanly(straight, tmp_path, sig) -> None:  # noqa: ANN001
+    recipe, reference = straight
+    out = tmp_path / "stopped"
+    proc = kill_resume.start(recipe, out, resume=False)
+    while proc.poll() is None and kill_resume.logged_step(out) < 3:
+        time.sleep(0.002)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + sig.value, err
+    assert "Traceback" not in err
+    step = load_training_state(out / "last", restore_rng=False)["step"]
+    assert 3 <= step < STEPS
+    assert f"{sig.name} at step {step}: saved {out}/last; continue with --resume" in err
+    assert kill_resume.logged_step(out) == step  # the step it stopped at was saved, nothing lost
+    kill_resume.run_to_end(recipe, out, resume=True)
+    assert kill_resume.identical(reference, out)
+
+
+def test_kill_resume_script_reports(tmp_path) -> None:  # noqa: ANN001
+    done = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "benchmarks" / "kill_resume.py"),
+                           "--kills", "99", "--steps", "10", "--out-dir", str(tmp_path)], capture_output=True,
+                          text=True)
+    assert done.returncode == 2 and "--kills=99 must be in 1..steps-2=8" in done.stderr
