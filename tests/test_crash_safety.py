@@ -13,7 +13,8 @@ import pytest
 
 from tformer.training.checkpoint import load_training_state
 
-spec = importlib.util.spec_from_file_location("kill_resume", Path(__file__).parents[1] / "benchmarks" / "kill_resume.py")
+SCRIPT = Path(__file__).parents[1] / "benchmarks" / "kill_resume.py"
+spec = importlib.util.spec_from_file_location("kill_resume", SCRIPT)
 kill_resume = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(kill_resume)
 
@@ -60,7 +61,7 @@ def test_a_stop_signal_saves_the_step_and_exits_cleanly(straight, tmp_path, sig)
 
 
 def test_kill_resume_script_reports(tmp_path) -> None:  # noqa: ANN001
-    done = subprocess.run([sys.executable, str(Path(__file__).parents[1] / "benchmarks" / "kill_resume.py"),
+    done = subprocess.run([sys.executable, str(SCRIPT),
                            "--kills", "99", "--steps", "10", "--out-dir", str(tmp_path)], capture_output=True,
                           text=True)
     assert done.returncode == 2 and "--kills=99 must be in 1..steps-2=8" in done.stderr

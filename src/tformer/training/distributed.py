@@ -15,6 +15,7 @@ optimizer, so a run saved with N ranks resumes with M.
 
 from __future__ import annotations
 
+import copy
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -48,35 +49,44 @@ def launched_world() -> World:
     return World(int(os.environ.get("RANK", "0")), size) if size > 1 else World()
 
 
-def setup(model: nn.Module, strategy: str) -> tuple[nn.Module, World]:
-    """Join the process group torchrun describes (if any) and wrap `model` for it: (model to train, world).
-    A single process gets `model` back unchanged."""
+def setup(model: nn.Module, strategy: str) -> tuple[nn.Module, nn.Module, World]:
+    """Join the process group torchrun describes (if any) and wrap `model` for it: (model to train, model
+    to evaluate and save, world). A single process gets `model` back twice, unchanged; DDP trains the
+    wrapper and evaluates the module inside; FSDP trains the sharded model and evaluates a whole copy
+    (sharding saves the gradients' and optimizer's memory, three quarters of Adam's training state; decoding
+    calls the model's parts one by one, which sharded modules do not support)."""
     world = launched_world()
     if not world.is_distributed:
-        return model, world
+        return model, model, world
     if strategy not in STRATEGIES:
         raise ValueError(f"train.distributed={strategy!r} is not allowed; choose one of {', '.join(STRATEGIES)}")
     on_gpu = next(model.parameters()).is_cuda
     if not dist.is_initialized():
         dist.init_process_group("nccl" if on_gpu else "gloo")
     if strategy == "ddp":
-        return nn.parallel.DistributedDataParallel(model), world
+        return nn.parallel.DistributedDataParallel(model), model, world
     from torch.distributed.fsdp import fully_shard
 
+    replica = copy.deepcopy(model)
     for block in _blocks(model):  # shard block by block, so only one block is gathered at a time
         fully_shard(block)
     fully_shard(model)
-    return model, world
+    return model, replica, world
+
+
+def refresh(replica: nn.Module, model: nn.Module) -> None:
+    """Copy the trained weights into the evaluation copy: a no-op unless `model` is FSDP-sharded, whose
+    shards are gathered (every rank must call it)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+    from torch.distributed.fsdp import FSDPModule
+
+    if isinstance(model, FSDPModule):
+        replica.load_state_dict(get_model_state_dict(model, options=StateDictOptions(full_state_dict=True)))
 
 
 def _blocks(model: nn.Module) -> list[nn.Module]:
     """The repeated layers of every stack (the units FSDP gathers one at a time)."""
     return [layer for module in model.modules() if isinstance(module, nn.ModuleList) for layer in module]
-
-
-def unwrap(model: nn.Module) -> nn.Module:
-    """The model inside a DistributedDataParallel wrapper (FSDP2 shards in place and needs none)."""
-    return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
 
 
 def shard(batches: list[Any], world: World) -> list[Any]:
@@ -174,4 +184,4 @@ def teardown(world: World) -> None:
 
 
 __all__ = ["STRATEGIES", "World", "all_max", "all_sum", "barrier", "full_state", "gather_objects", "launched_world",
-           "load_optimizer_state", "setup", "shard", "teardown", "unwrap"]
+           "load_optimizer_state", "refresh", "setup", "shard", "teardown"]

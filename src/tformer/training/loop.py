@@ -109,7 +109,7 @@ def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainCon
         load_weights(model, out_dir / "last")  # before wrapping, so every rank starts from the same weights
     else:
         torch.manual_seed(train.seed + world.rank)  # rank 0 draws as a single process would
-    model, world = dist.setup(model, train.distributed)
+    model, whole, world = dist.setup(model, train.distributed)  # train `model`, evaluate and save `whole`
     optimizer = build_optimizer(model, train.optim)
     scheduler = build_scheduler(optimizer, train.schedule, d_model=config.d_model, lr=train.optim.lr)
     state: dict[str, Any] = {"step": 0, "epoch": 0, "batch": 0, "best": None, "elapsed": 0.0}
@@ -140,7 +140,7 @@ def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainCon
             keep = None
             if name == "last" and train.keep_last > 1 and last_saved[0] is not None:
                 keep = out_dir / f"step-{last_saved[0]:08d}"
-            save_checkpoint(out_dir / name, model=dist.unwrap(model), config=config, optimizer=optimizer,
+            save_checkpoint(out_dir / name, model=whole, config=config, optimizer=optimizer,
                             scheduler=scheduler, state={**state, "world_rng": ranks_rng}, tokenizer=tokenizer,
                             keep_previous_as=keep, model_state=gathered and gathered[0],
                             optimizer_state=gathered and gathered[1])
@@ -183,7 +183,8 @@ def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainCon
             out_of_time, signum = dist.all_max([float(out_of_time), float(stop.signal or 0)], world)
             done = state["step"] == train.max_steps or bool(out_of_time)
             if state["step"] % train.eval_every == 0 or done:
-                _evaluate(model, task, train, state, log, save)
+                dist.refresh(whole, model)
+                _evaluate(whole, task, train, state, log, save)
                 model.train()
                 window_start = time.perf_counter()  # tokens/s counts training time only
             elif train.save_every is not None and state["step"] % train.save_every == 0:
@@ -286,9 +287,9 @@ def _report_bad_step(bad_steps: list[int], loss: float, grad_norm: float, train:
 
 def _evaluate(model: nn.Module, task: Task, train: TrainConfig, state: dict, log: Logger | None,
               save: Any) -> None:
-    """Every rank evaluates the whole model (identical metrics; FSDP needs all ranks in each forward)."""
+    """Every rank evaluates the whole model (identical metrics, so that the ranks agree on `best`)."""
     model.eval()
-    metrics = task.evaluate(dist.unwrap(model))
+    metrics = task.evaluate(model)
     if log is not None:
         log.write({"step": state["step"], **{f"eval/{k}": v for k, v in metrics.items()}})
     value = metrics.get(train.best_metric)
