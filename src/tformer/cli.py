@@ -8,6 +8,11 @@
     tformer score --checkpoint DIR FILE [--per-token]
     tformer classify --checkpoint DIR [--input F] [--top N]
     tformer convert --from-hf DIR --out DIR   |   tformer convert --to-hf CHECKPOINT --out DIR
+    tformer plot attention --checkpoint DIR --text TEXT [--target TEXT] [--part P] [--layer L] [--head H] [--out F]
+    tformer plot positions [--max-len N] [--d-model D] [--heads H] [--out-dir DIR] [--format png|svg]
+    tformer plot curves RUN_DIR [RUN_DIR ...] [--out FILE]
+    tformer plot complexity [--results docs/complexity/results.json] [--out-dir DIR] [--format png|svg]
+    tformer report RUN_DIR [--out FILE]
 
 A user error (bad config, bad file, bad value) prints one line `tformer: error: ...` and exits with 2.
 """
@@ -22,6 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import yaml
 
@@ -30,11 +36,17 @@ EXIT_USER_ERROR = 2
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help (0), or a usage error already printed as one line (2)
+        return e.code if isinstance(e.code, int) else EXIT_USER_ERROR
     try:
         return args.run(args)
-    except (ValueError, FileNotFoundError, NotADirectoryError, RuntimeError) as e:
-        message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    except (ValueError, RuntimeError, OSError) as e:
+        if isinstance(e, OSError) and e.filename is not None:  # "path: Permission denied", not "[Errno 13] ..."
+            message = f"{e.filename}: {e.strerror}"
+        else:
+            message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         print(f"tformer: error: {message}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
@@ -42,8 +54,17 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error printed as every other user error is: one line `tformer: error: ...`
+    (no usage block), exit code 2. Subcommand parsers inherit it."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"tformer: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USER_ERROR)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tformer", description="The Transformer family end to end.")
+    parser = Parser(prog="tformer", description="The Transformer family end to end.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("train", help="train a model from a YAML recipe")
@@ -101,6 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--to-hf", metavar="CHECKPOINT", help="a tformer checkpoint to export")
     p.add_argument("--out", required=True, help="output directory")
     p.set_defaults(run=cmd_convert)
+
+    from tformer.viz.cli import add_commands
+
+    add_commands(sub)
     return parser
 
 
@@ -130,9 +155,18 @@ def run_recipe(checkpoint: Path):  # noqa: ANN201
 
 def cmd_train(args: argparse.Namespace) -> int:
     from tformer.tasks import load_recipe, train
+    from tformer.training.distributed import launched_world
 
     recipe = load_recipe(args.config, args.overrides)
     state = train(recipe, resume=args.resume, progress=not args.no_progress)
+    if state.get("interrupted"):
+        import signal
+
+        print(f"tformer: {state['interrupted']} at step {state['step']}: saved {recipe.out_dir}/last; "
+              f"continue with --resume", file=sys.stderr)
+        return 128 + signal.Signals[state["interrupted"]].value
+    if not launched_world().is_main:  # under torchrun, rank 0 reports
+        return 0
     metrics = state.get("metrics", {})
     print(f"step {state['step']}: " + ", ".join(f"{k} {v:.3f}" for k, v in metrics.items()))
     print(f"checkpoints in {recipe.out_dir}/last and {recipe.out_dir}/best")
@@ -142,6 +176,14 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_translate(args: argparse.Namespace) -> int:
     from tformer.tasks.translation import load_translator, translate
 
+    if args.output:  # refuse an output that cannot be written before decoding, not after
+        output = Path(args.output)
+        nearest = next(p for p in output.parents if p.exists())
+        if output.is_dir() or not nearest.is_dir():
+            raise ValueError(f"--output {output}: {output if output.is_dir() else nearest} is a "
+                             f"{'directory' if output.is_dir() else 'file'}; give a file path in a directory")
+        if not os.access(nearest, os.W_OK):
+            raise ValueError(f"--output {output}: directory {nearest} is not writable")
     decode = decode_config(args, Path(args.checkpoint))
     model, tokenizer = load_translator(args.checkpoint)
     lines = read_lines(args.input)
@@ -157,6 +199,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from tformer.tasks.translation import evaluate_checkpoint
 
+    if args.limit is not None and args.limit < 1:
+        raise ValueError(f"--limit={args.limit} must be a positive integer")
     checkpoint = Path(args.checkpoint)
     recipe = run_recipe(checkpoint)
     if recipe is None:
@@ -190,17 +234,26 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_generate(args: argparse.Namespace) -> int:
     from tformer.config import GPTConfig
     from tformer.decoding import generate
-    from tformer.tokenization import load_tokenizer
+    from tformer.decoding.sampling import check_sampling
+    from tformer.tokenization import check_vocabulary, load_tokenizer
     from tformer.training.checkpoint import load_model
 
+    if args.max_new_tokens < 0:
+        raise ValueError(f"--max-new-tokens={args.max_new_tokens} must be >= 0")
+    check_sampling(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
     model, config = load_model(args.checkpoint)
     if not isinstance(config, GPTConfig):
         raise ValueError(f"checkpoint {args.checkpoint} holds a {type(config).__name__}; generate needs a GPT")
     tokenizer = load_tokenizer(args.checkpoint)
+    check_vocabulary(tokenizer, config.vocab_size, where=f"checkpoint {args.checkpoint}")
     start = [] if config.bos_id is None else [config.bos_id]  # the token a document starts after
     prompt = start + tokenizer.encode(args.prompt)
     if not prompt:
         raise ValueError("the prompt is empty and the model has no bos_id to start from")
+    if len(prompt) >= config.max_len:
+        raise ValueError(f"the prompt is {len(prompt)} tokens{' with the start token' if start else ''}; the "
+                         f"model's context max_len={config.max_len} leaves no room to generate (give at most "
+                         f"{config.max_len - 1 - len(start)} tokens)")
     budget = min(args.max_new_tokens, config.max_len - len(prompt))
     stop = () if args.no_stop or config.eos_id is None else (config.eos_id,)
     produced: list[int] = []
@@ -225,11 +278,15 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_score(args: argparse.Namespace) -> int:
     from tformer.config import GPTConfig, Seq2SeqConfig
     from tformer.decoding import conditional_log_probs, score_sequences
-    from tformer.tokenization import load_tokenizer
+    from tformer.tokenization import check_vocabulary, load_tokenizer
     from tformer.training.checkpoint import load_model
 
     model, config = load_model(args.checkpoint)
+    if not isinstance(config, GPTConfig | Seq2SeqConfig):
+        raise ValueError(f"checkpoint {args.checkpoint} holds a {type(config).__name__}; score needs a GPT or "
+                         "an encoder-decoder")
     tokenizer = load_tokenizer(args.checkpoint)
+    check_vocabulary(tokenizer, config.vocab_size, where=f"checkpoint {args.checkpoint}")
     lines = [line for line in read_lines(args.file) if line.strip()]
     if not lines:
         raise ValueError(f"{args.file} has no non-empty line to score")
@@ -238,14 +295,16 @@ def cmd_score(args: argparse.Namespace) -> int:
         bad = next((i for i, p in enumerate(pairs) if len(p) != 2), None)
         if bad is not None:
             raise ValueError(f"{args.file}:{bad + 1}: expected source<TAB>target for an encoder-decoder")
-        scores = conditional_log_probs(model, [tokenizer.encode(s) for s, _ in pairs],
-                                       [tokenizer.encode(t) for _, t in pairs])
+        sources, targets = [tokenizer.encode(s) for s, _ in pairs], [tokenizer.encode(t) for _, t in pairs]
+        for i, (src, tgt) in enumerate(zip(sources, targets, strict=True), 1):  # the target gets an end token
+            if len(src) > config.max_len or len(tgt) + 1 > config.max_len:
+                side, n = ("source", len(src)) if len(src) > config.max_len else ("target", len(tgt) + 1)
+                raise ValueError(f"{args.file}:{i}: the {side} is {n} tokens, longer than the model's context "
+                                 f"max_len={config.max_len}")
+        scores = conditional_log_probs(model, sources, targets)
         for i, value in enumerate(scores, 1):
             print(f"{i}\tlog p(target | source) = {value:.4f}")
         return 0
-    if not isinstance(config, GPTConfig):
-        raise ValueError(f"checkpoint {args.checkpoint} holds a {type(config).__name__}; score needs a GPT or "
-                         "an encoder-decoder")
     results = score_sequences(model, [tokenizer.encode(line) for line in lines], bos_id=config.bos_id)
     print("line\tlog_likelihood\ttokens\tperplexity\tbits_per_char\tbits_per_byte")
     for i, (line, r) in enumerate(zip(lines, results, strict=True), 1):
@@ -265,18 +324,20 @@ def cmd_score(args: argparse.Namespace) -> int:
 def cmd_classify(args: argparse.Namespace) -> int:
     from tformer.models import BertClassifier
     from tformer.tasks.classify import classify
-    from tformer.tokenization import load_tokenizer
+    from tformer.tokenization import check_vocabulary, load_tokenizer
     from tformer.training.checkpoint import load_model
 
+    if args.top < 1:
+        raise ValueError(f"--top={args.top} must be a positive integer")
     model, config = load_model(args.checkpoint)
     if not isinstance(model, BertClassifier):
         raise ValueError(f"checkpoint {args.checkpoint} holds a {type(model).__name__}; classify needs a "
                          f"BertClassifier (train one with task: classify)")
-    if args.top < 1:
-        raise ValueError(f"--top={args.top} must be a positive integer")
+    tokenizer = load_tokenizer(args.checkpoint)
+    check_vocabulary(tokenizer, config.vocab_size, where=f"checkpoint {args.checkpoint}")
     names = list(config.label_names) or [f"LABEL_{i}" for i in range(config.n_labels)]
     lines = read_lines(args.input)
-    probs = classify(model, load_tokenizer(args.checkpoint), lines)  # (N, C)
+    probs = classify(model, tokenizer, lines)  # (N, C)
     top = probs.topk(min(args.top, probs.shape[1]), dim=-1)
     for values, indices in zip(top.values.tolist(), top.indices.tolist(), strict=True):
         print("\t".join(f"{names[i]}\t{p:.4f}" for p, i in zip(values, indices, strict=True)))

@@ -1,0 +1,238 @@
+"""Attention maps: the softmax(Q K^T / sqrt(k)) weights of every layer and head for one example, and a
+picture of them as a grid (rows: layers, columns: heads) of heatmaps with the tokens on the axes.
+
+Which maps a model has:
+    EncoderDecoder  encoder self-attention (source x source), decoder self-attention (causal, target inputs
+                    x target inputs) and cross-attention: row t is the decoder position that predicts target
+                    token y_t (labelled y_t, the last row </s>) and its columns the source tokens, so the
+                    matrix is the model's soft source-target alignment (Bahdanau et al. 2015, fig. 3).
+    GPT             causal self-attention over the prompt (after its start token, if the model has one).
+    BERT            self-attention over [CLS] text [SEP].
+
+The weights come from `Attention.record_weights`, which runs the eager reference kernel and keeps them; only
+exact attention has such a matrix, so other kinds are refused with a ValueError.
+
+L layers, H query heads, Tq query tokens, Tk key tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor, nn
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+CELL = 2.4  # inches per heatmap in a grid
+ZOOM = 6.5  # inches for a single heatmap (--layer and --head given)
+TITLE = 0.5  # inches for a section's title
+LABELS = 1.1  # inches for the tick labels on the left of / below a section
+COLORBAR = 0.9  # inches for a section's colorbar
+ROLE_NAMES = {"pad_id": "<pad>", "bos_id": "<s>", "eos_id": "</s>", "unk_id": "<unk>"}
+
+
+@dataclass(frozen=True)
+class AttentionMap:
+    """One kind of attention in a model, for one example."""
+
+    part: str  # "encoder", "decoder" or "cross"
+    title: str
+    weights: Tensor  # (L, H, Tq, Tk): every row a probability distribution over the keys
+    queries: list[str]  # Tq row labels
+    keys: list[str]  # Tk column labels
+
+
+# --- computing the maps ---------------------------------------------------------------------------------
+
+
+def load_checkpoint(path: str | Path) -> tuple[nn.Module, Any]:
+    """(model, tokenizer) of a checkpoint directory (trained here or imported with `convert --from-hf`)."""
+    from tformer.tokenization import load_tokenizer
+    from tformer.training.checkpoint import load_model, tokenizer_dir
+
+    model, _ = load_model(path)
+    if tokenizer_dir(path) is None:
+        raise ValueError(f"checkpoint {path} has no tokenizer/ directory; attention maps need it to read the text")
+    return model, load_tokenizer(path)
+
+
+def check_exact(model: nn.Module) -> None:
+    """A ValueError unless every attention layer of `model` computes exact softmax attention."""
+    from tformer.nn.attention import Attention
+
+    kind = model.config.attention.kind
+    mixers = [m for name, m in model.named_modules() if name.endswith("self_attn")]
+    if not model.config.attention.exact or not all(isinstance(m, Attention) and m.kernel.exact for m in mixers):
+        raise ValueError(f"attention maps need exact attention (attention.kind sdpa or eager); this model has "
+                         f"attention.kind={kind!r}")
+
+
+@contextmanager
+def recording(layers: list[nn.Module]) -> Iterator[None]:
+    """Within the body, each `Attention` in `layers` keeps its weights; afterwards it runs as before."""
+    for a in layers:
+        a.record_weights = True
+    try:
+        yield
+    finally:
+        for a in layers:
+            a.record_weights, a.weights = False, None
+
+
+def record(model: nn.Module, parts: dict[str, list[nn.Module]], forward: Callable[[], object]) -> dict[str, Tensor]:
+    """Run `forward()` in eval mode without gradients; returns each part's weights stacked (L, H, Tq, Tk)."""
+    was_training = model.training
+    model.eval()
+    try:
+        with recording([a for layers in parts.values() for a in layers]), torch.no_grad():
+            forward()
+            return {part: torch.stack([a.weights[0] for a in layers]).float().cpu() for part, layers in parts.items()}
+    finally:
+        model.train(was_training)
+
+
+def token_label(tokenizer: Any, i: int) -> str:
+    """A short, visible label for token id `i`: its decoded text, or its name for a special token."""
+    text = tokenizer.decode([i])
+    if text.strip():
+        return text.strip()
+    if text:
+        return "·"  # a whitespace token (a space, a newline)
+    name = tokenizer.token(i) if callable(getattr(tokenizer, "token", None)) else None
+    roles = {getattr(tokenizer, role, None): label for role, label in ROLE_NAMES.items()}
+    return name or roles.get(i) or f"#{i}"
+
+
+def _batch(model: nn.Module, ids: list[int]) -> Tensor:  # (1, T) on the model's device
+    return torch.tensor([ids], device=next(model.parameters()).device)
+
+
+def _check_length(n: int, max_len: int, what: str) -> None:
+    if n > max_len:
+        raise ValueError(f"{what} has {n} tokens, more than the model's max_len={max_len}; give a shorter one")
+
+
+def attention_maps(model: nn.Module, tokenizer: Any, text: str, *, target: str | None = None) -> list[AttentionMap]:
+    """The attention maps of `model` on `text` (for an encoder-decoder, the source; its `target` defaults to
+    the model's greedy translation). Every row of every returned matrix sums to 1."""
+    from tformer.models import GPT, Bert, EncoderDecoder
+
+    check_exact(model)
+    ids = tokenizer.encode(text)
+    if not ids:
+        raise ValueError(f"--text {text!r} has no tokens; give a sentence")
+    if isinstance(model, EncoderDecoder):
+        return _seq2seq_maps(model, tokenizer, ids, target)
+    if target is not None:
+        raise ValueError(f"--target is only for an encoder-decoder, not a {type(model).__name__}")
+    if isinstance(model, GPT):
+        bos = model.config.bos_id
+        ids = ([] if bos is None else [bos]) + ids
+        _check_length(len(ids), model.config.max_len, "--text")
+        weights = record(model, {"decoder": [x.self_attn for x in model.decoder.layers]},
+                         lambda: model(_batch(model, ids)))
+        labels = [token_label(tokenizer, i) for i in ids]
+        return [AttentionMap(part="decoder", title="self-attention (causal)", weights=weights["decoder"],
+                             queries=labels, keys=labels)]
+    bert = model if isinstance(model, Bert) else getattr(model, "bert", None)
+    if not isinstance(bert, Bert):
+        raise ValueError(f"attention maps know EncoderDecoder, GPT and BERT models, not {type(model).__name__}")
+    ids = [i for i in (tokenizer.bos_id, *ids, tokenizer.eos_id) if i is not None]  # [CLS] text [SEP]
+    _check_length(len(ids), bert.config.max_len, "--text")
+    weights = record(model, {"encoder": [x.self_attn for x in bert.encoder.layers]},
+                     lambda: model(_batch(model, ids)))
+    labels = [token_label(tokenizer, i) for i in ids]
+    return [AttentionMap(part="encoder", title="self-attention", weights=weights["encoder"], queries=labels,
+                         keys=labels)]
+
+
+def _seq2seq_maps(model: nn.Module, tokenizer: Any, src_ids: list[int], target: str | None) -> list[AttentionMap]:
+    from tformer.decoding import greedy
+
+    config = model.config
+    _check_length(len(src_ids), config.max_len, "--text")
+    src = _batch(model, src_ids)  # (1, S)
+    if target is None:
+        tgt_ids = greedy(model, src, max_len_a=1.5, max_len_b=10)[0]  # the model's own translation
+    else:
+        tgt_ids = tokenizer.encode(target)
+        if not tgt_ids:
+            raise ValueError(f"--target {target!r} has no tokens; give a sentence or leave it out")
+    tgt_in = [config.decoder_start_id, *tgt_ids]  # decoder inputs, shifted right
+    _check_length(len(tgt_in), config.max_len, "the target")
+    parts = {"encoder": [x.self_attn for x in model.encoder.layers],
+             "decoder": [x.self_attn for x in model.decoder.layers],
+             "cross": [x.cross_attn for x in model.decoder.layers]}
+    weights = record(model, parts, lambda: model(src, _batch(model, tgt_in)))
+    source = [token_label(tokenizer, i) for i in src_ids]
+    inputs = [token_label(tokenizer, i) for i in tgt_in]
+    outputs = [token_label(tokenizer, i) for i in [*tgt_ids, config.eos_id]]  # what each position predicts
+    return [
+        AttentionMap(part="encoder", title="encoder self-attention", weights=weights["encoder"], queries=source,
+                     keys=source),
+        AttentionMap(part="decoder", title="decoder self-attention (causal)", weights=weights["decoder"],
+                     queries=inputs, keys=inputs),
+        AttentionMap(part="cross", title="cross-attention: each target token (row) over the source",
+                     weights=weights["cross"], queries=outputs, keys=source),
+    ]
+
+
+# --- drawing them ---------------------------------------------------------------------------------------
+
+
+def _indices(count: int, chosen: int | None, what: str, part: str) -> list[int]:
+    if chosen is None:
+        return list(range(count))
+    if not 0 <= chosen < count:
+        raise ValueError(f"--{what} {chosen} is out of range: the {part} attention has {count} {what}s "
+                         f"(0..{count - 1})")
+    return [chosen]
+
+
+def select(maps: list[AttentionMap], *, part: str | None = None, layer: int | None = None,
+           head: int | None = None) -> list[tuple[AttentionMap, list[int], list[int]]]:
+    """(map, layer indices, head indices) to draw: the maps of `part` (all by default), the one `layer`
+    and / or `head` if given (0-based); a ValueError naming a value out of range."""
+    parts = [m.part for m in maps]
+    if part is not None and part not in parts:
+        raise ValueError(f"--part {part!r} is not in this model; it has {', '.join(parts)}")
+    return [(m, _indices(m.weights.shape[0], layer, "layer", m.part), _indices(m.weights.shape[1], head, "head",
+                                                                                 m.part))
+            for m in maps if part is None or m.part == part]
+
+
+def figure_size(shapes: list[tuple[int, int]]) -> tuple[float, float, float]:
+    """(width, height, cell) in inches for sections of (layers, heads) heatmaps stacked vertically."""
+    cell = ZOOM if all(r * c == 1 for r, c in shapes) else CELL
+    width = LABELS + COLORBAR + cell * max(c for _, c in shapes)
+    height = sum(TITLE + LABELS + cell * r for r, _ in shapes)
+    return width, height, cell
+
+
+def plot_attention(maps: list[AttentionMap], *, part: str | None = None, layer: int | None = None,
+                   head: int | None = None) -> Figure:
+    """One section per map (title, grid of layers x heads, colorbar on [0, 1]); a single large heatmap
+    per section when `layer` and `head` are both given."""
+    from tformer.viz.figures import heatmap, new_figure
+
+    chosen = select(maps, part=part, layer=layer, head=head)
+    width, height, cell = figure_size([(len(ls), len(hs)) for _, ls, hs in chosen])
+    fig = new_figure(width, height)
+    ratios = [TITLE + LABELS + cell * len(ls) for _, ls, _ in chosen]
+    sections = fig.subfigures(len(chosen), 1, height_ratios=ratios, squeeze=False)[:, 0]
+    for section, (m, layers, heads) in zip(sections, chosen, strict=True):
+        section.suptitle(m.title, fontsize=11)
+        axes = section.subplots(len(layers), len(heads), squeeze=False)
+        for r, li in enumerate(layers):
+            for c, hi in enumerate(heads):
+                image = heatmap(axes[r, c], m.weights[li, hi].numpy(), rows=m.queries if c == 0 else [],
+                                cols=m.keys if r == len(layers) - 1 else [], inches=cell, vmin=0.0, vmax=1.0)
+                axes[r, c].set_title(f"layer {li}, head {hi}", fontsize=8)
+        section.colorbar(image, ax=axes, shrink=0.8, label="attention weight")
+    return fig

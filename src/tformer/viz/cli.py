@@ -1,0 +1,113 @@
+"""The `tformer plot ...` and `tformer report` commands (registered by `tformer.cli.build_parser`).
+
+    tformer plot attention --checkpoint DIR --text TEXT [--target TEXT] [--part P] [--layer L] [--head H]
+                           [--out FILE]
+    tformer plot positions [--max-len N] [--d-model D] [--heads H] [--out-dir DIR] [--format png|svg]
+    tformer plot curves RUN_DIR [RUN_DIR ...] [--out FILE]
+    tformer plot complexity [--results docs/complexity/results.json] [--out-dir DIR] [--format png|svg]
+    tformer report RUN_DIR [--out FILE]
+
+A FILE's suffix picks the format (.png or .svg). Bad values raise ValueError, which `tformer.cli.main`
+prints as one line `tformer: error: ...` with exit code 2. Each command prints the paths it wrote.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """Register `plot` (with attention, positions, curves, complexity) and `report` on the `tformer` parser."""
+    plot = sub.add_parser("plot", help="pictures: attention maps, positional encodings, training curves, complexity")
+    plots = plot.add_subparsers(dest="plot", required=True)
+
+    p = plots.add_parser("attention", help="attention weights of every layer and head for one text")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--text", required=True, help="the input (an encoder-decoder's source sentence)")
+    p.add_argument("--target", help="encoder-decoder: the target sentence (default: the model's greedy translation)")
+    p.add_argument("--part", help="only this attention: encoder, decoder or cross (default: all the model has)")
+    p.add_argument("--layer", type=int, help="only this layer (0-based)")
+    p.add_argument("--head", type=int, help="only this head (0-based)")
+    p.add_argument("--out", default="attention.png", help="output .png or .svg (default: attention.png)")
+    p.set_defaults(run=cmd_attention)
+
+    p = plots.add_parser("positions", help="sinusoidal table and similarity, RoPE scores, ALiBi biases")
+    p.add_argument("--max-len", type=int, default=128, help="positions n (default 128)")
+    p.add_argument("--d-model", type=int, default=128, help="width of the sinusoids and of the RoPE head")
+    p.add_argument("--heads", type=int, default=8, help="ALiBi heads (default 8)")
+    add_out_dir(p)
+    p.set_defaults(run=cmd_positions)
+
+    p = plots.add_parser("curves", help="loss, learning rate, tokens/s and validation metrics of runs, overlaid")
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories holding metrics.jsonl")
+    p.add_argument("--out", default="curves.png", help="output .png or .svg (default: curves.png)")
+    p.set_defaults(run=cmd_curves)
+
+    p = plots.add_parser("complexity", help="the complexity benchmark's results, log-log with fitted slopes")
+    p.add_argument("--results", default="docs/complexity/results.json", help="benchmarks/complexity.py output")
+    add_out_dir(p)
+    p.set_defaults(run=cmd_complexity)
+
+    p = sub.add_parser("report", help="a self-contained HTML page about a run: curves, metrics, samples, attention")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--out", help="output .html (default: RUN_DIR/report.html)")
+    p.set_defaults(run=cmd_report)
+
+
+def add_out_dir(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out-dir", default="plots", help="directory for the pictures (default: plots)")
+    p.add_argument("--format", default="png", choices=("png", "svg"))
+
+
+def cmd_attention(args: argparse.Namespace) -> int:
+    from tformer.viz.attention import attention_maps, load_checkpoint, plot_attention, select
+    from tformer.viz.figures import output_format, save_figure
+
+    output_format(args.out)  # a bad suffix fails before the model runs
+    model, tokenizer = load_checkpoint(args.checkpoint)
+    maps = attention_maps(model, tokenizer, args.text, target=args.target)
+    select(maps, part=args.part, layer=args.layer, head=args.head)  # a bad --part/--layer/--head fails here
+    print(f"wrote {save_figure(plot_attention(maps, part=args.part, layer=args.layer, head=args.head), args.out)}")
+    return 0
+
+
+def cmd_positions(args: argparse.Namespace) -> int:
+    from tformer.viz.figures import save_figure
+    from tformer.viz.positions import check_sizes, plot_alibi, plot_rope, plot_sinusoidal
+
+    check_sizes(max_len=args.max_len, d_model=args.d_model, heads=args.heads)
+    out = Path(args.out_dir)
+    for name, fig in (("sinusoidal", plot_sinusoidal(args.max_len, args.d_model)),
+                      ("rope", plot_rope(args.max_len, args.d_model)),
+                      ("alibi", plot_alibi(args.max_len, args.heads))):
+        print(f"wrote {save_figure(fig, out / f'positions-{name}.{args.format}')}")
+    return 0
+
+
+def cmd_curves(args: argparse.Namespace) -> int:
+    from tformer.viz.curves import plot_curves, read_metrics
+    from tformer.viz.figures import output_format, save_figure
+
+    output_format(args.out)
+    runs = {str(run): read_metrics(run) for run in args.runs}
+    print(f"wrote {save_figure(plot_curves(runs), args.out)}")
+    return 0
+
+
+def cmd_complexity(args: argparse.Namespace) -> int:
+    from tformer.viz.complexity import PLOTS, plot_complexity, read_results
+    from tformer.viz.figures import save_figure
+
+    data = read_results(args.results)
+    for axis, key, stem, what, ylabel in PLOTS:
+        fig = plot_complexity(data, axis=axis, key=key, what=what, ylabel=ylabel)
+        print(f"wrote {save_figure(fig, Path(args.out_dir) / f'{stem}.{args.format}')}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from tformer.viz.report import write_report
+
+    print(f"wrote {write_report(args.run_dir, args.out)}")
+    return 0
