@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args)
     except (ValueError, RuntimeError, OSError) as e:
-        if isinstance(e, OSError) and e.filename is not None:  # "path: Permission denied", not "[Errno 13] ..."
+        if isinstance(e, OSError) and e.filename and e.strerror:  # "path: Permission denied", not "[Errno 13] ..."
             message = f"{e.filename}: {e.strerror}"
         else:
             message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -178,10 +178,11 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
     if args.output:  # refuse an output that cannot be written before decoding, not after
         output = Path(args.output)
-        nearest = next(p for p in output.parents if p.exists())
-        if output.is_dir() or not nearest.is_dir():
-            raise ValueError(f"--output {output}: {output if output.is_dir() else nearest} is a "
-                             f"{'directory' if output.is_dir() else 'file'}; give a file path in a directory")
+        nearest = next(p for p in output.parents if p.exists())  # the closest existing ancestor
+        if output.is_dir():
+            raise ValueError(f"--output {output} is a directory; give a file path")
+        if not nearest.is_dir():
+            raise ValueError(f"--output {output}: {nearest} is a file; give a file path in a directory")
         if not os.access(nearest, os.W_OK):
             raise ValueError(f"--output {output}: directory {nearest} is not writable")
     decode = decode_config(args, Path(args.checkpoint))

@@ -393,6 +393,8 @@ def _coerce(hint: Any, value: Any, name: str) -> Any:
         raise ValueError(f"config key {name!r}={value!r} has the wrong type; expected true or false")
     if hint is int and (isinstance(value, bool) or not isinstance(value, int)):
         raise ValueError(f"config key {name!r}={value!r} has the wrong type; expected an integer")
+    if hint is dict and not isinstance(value, dict):
+        raise ValueError(f"config key {name!r}={value!r} has the wrong type; expected a mapping")
     if hint in (float, str) and not isinstance(value, hint):
         raise ValueError(f"config key {name!r}={value!r} has the wrong type; expected {hint.__name__}")
     return value

@@ -30,6 +30,8 @@ class DataError(ValueError):
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
     """Yield (line number, decoded line without its line ending), failing on bytes that are not UTF-8."""
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
     with path.open("rb") as f:
         for number, raw in enumerate(f, start=1):
             try:
@@ -108,16 +110,22 @@ def read_jsonl(path: PathLike, *, src_field: str = "src", tgt_field: str = "tgt"
 
 def read_parallel(spec: PathLike | Sequence[PathLike]) -> list[Pair]:
     """Read a parallel corpus, choosing the reader from `spec`: a pair of paths for `read_pair`, or one path
-    ending in .tsv / .tab (`read_tsv`) or .jsonl / .ndjson (`read_jsonl`)."""
+    ending in .tsv / .tab (`read_tsv`) or .jsonl / .ndjson (`read_jsonl`). A corpus with no pair is an error."""
     if isinstance(spec, str | Path):
         path = Path(spec)
         suffix = path.suffix.lower()
         if suffix in TSV_SUFFIXES:
-            return read_tsv(path)
-        if suffix in JSONL_SUFFIXES:
-            return read_jsonl(path)
-        raise DataError(f"{path}: unknown parallel-corpus suffix {suffix!r}; use one of "
-                        f"{', '.join(TSV_SUFFIXES + JSONL_SUFFIXES)}, or a pair of line-aligned files")
-    if len(spec) != 2:
+            pairs = read_tsv(path)
+        elif suffix in JSONL_SUFFIXES:
+            pairs = read_jsonl(path)
+        else:
+            raise DataError(f"{path}: unknown parallel-corpus suffix {suffix!r}; use one of "
+                            f"{', '.join(TSV_SUFFIXES + JSONL_SUFFIXES)}, or a pair of line-aligned files")
+    elif len(spec) != 2:
         raise DataError(f"a two-file parallel corpus needs exactly 2 paths (source, target), got {len(spec)}")
-    return read_pair(spec[0], spec[1])
+    else:
+        pairs = read_pair(spec[0], spec[1])
+    if not pairs:
+        where = spec if isinstance(spec, str | Path) else ", ".join(map(str, spec))
+        raise DataError(f"{where}: no sentence pairs (the corpus is empty)")
+    return pairs

@@ -80,13 +80,29 @@ def from_hf(path: str | Path) -> tuple[nn.Module, TransformerConfig]:
     """Read a Hugging Face checkpoint directory into our model (in eval mode, float32) and its config."""
     hf_config, tensors = read_checkpoint(path)
     mapping = registry()[hf_config["model_type"]]
-    config = mapping.config_from_hf(hf_config)
+    try:
+        config = mapping.config_from_hf(hf_config)
+        state = mapping.state_from_hf(tensors, config)
+    except ValueError as e:  # a missing or unexpected weight, an option we lack: say which directory
+        raise ValueError(f"{path}: {e}") from None
     model = build_model(config)
     try:
-        model.load_state_dict(mapping.state_from_hf(tensors, config))
-    except RuntimeError as e:  # torch's message spans lines; keep it to one
-        raise ValueError(f"{path}: the weights do not fit config.json ({' '.join(str(e).split())})") from None
+        model.load_state_dict(state)
+    except RuntimeError as e:  # torch lists every mismatch, over many lines; name the count and the first
+        raise ValueError(f"{path}: the weights do not fit config.json ({_mismatches(str(e))})") from None
     return model.eval(), config
+
+
+def _mismatches(message: str) -> str:
+    """torch's load_state_dict error, short: 'N size mismatches, the first: name is [a, b] in the weights but
+    [c, d] by config.json', or the message on one line."""
+    found = re.findall(r"size mismatch for ([\w.]+): copying a param with shape torch\.Size\(\[([\d, ]*)\]\) "
+                       r"from checkpoint, the shape in current model is torch\.Size\(\[([\d, ]*)\]\)", message)
+    if not found:
+        return " ".join(message.split())
+    name, weights, ours = found[0]
+    return (f"{len(found)} size mismatch{'es' if len(found) > 1 else ''}, the first: {name} is [{weights}] in the "
+            f"weights but [{ours}] by config.json")
 
 
 def to_hf(model: nn.Module, path: str | Path) -> None:

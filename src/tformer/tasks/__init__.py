@@ -30,18 +30,26 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     if not path.is_file():
         raise ValueError(f"config file {path} does not exist")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise ValueError(f"config file {path} is not UTF-8 (byte {e.start})") from None
     except yaml.YAMLError as e:
-        raise ValueError(f"config file {path} is not valid YAML: {str(e).splitlines()[0]}") from None
+        raise ValueError(f"config file {path} is not valid YAML ({yaml_problem(e)})") from None
+    if data is None:  # an empty recipe would silently train the defaults
+        raise ValueError(f"config file {path} is empty; expected a recipe: a mapping of task, data, model, train")
     if not isinstance(data, dict):
         raise ValueError(f"config file {path} must hold a mapping of keys, not {type(data).__name__}")
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ValueError(f"override {item!r} is not key=value (e.g. train.max_steps=100)")
-        set_dotted(data, key, yaml.safe_load(value))
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError as e:
+            raise ValueError(f"override {item!r}: the value is not valid YAML ({yaml_problem(e)})") from None
+        set_dotted(data, key, parsed)
     task = data.get("task", "translation")
-    if task not in TASKS:
+    if not isinstance(task, str) or task not in TASKS:
         raise ValueError(f"task={task!r} is not one of {', '.join(TASKS)}")
     return from_dict(TASKS[task][0], data)
 
@@ -49,6 +57,14 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
 def train(recipe: Any, *, resume: bool = False, progress: bool = True) -> dict:
     """Run the training function of the recipe's task."""
     return TASKS[recipe.task][1](recipe, resume=resume, progress=progress)
+
+
+def yaml_problem(e: yaml.YAMLError) -> str:
+    """Where and what a YAML error is, on one line: 'line 2, column 1: expected ...'."""
+    mark, problem = getattr(e, "problem_mark", None), getattr(e, "problem", None)
+    if mark is None or problem is None:
+        return " ".join(str(e).split())
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
 
 
 def set_dotted(data: dict, key: str, value: Any) -> None:

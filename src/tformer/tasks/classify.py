@@ -30,7 +30,7 @@ from tformer.data.labelled import Labelled, load_bbc_topics, load_sentiment, rea
 from tformer.data.nsp import length_batches
 from tformer.models.bert import BertClassifier
 from tformer.models.presets import preset
-from tformer.tokenization.hf import load_tokenizer
+from tformer.tokenization.hf import check_vocabulary, load_tokenizer
 from tformer.tokenization.wordpiece import WordPieceTokenizer
 from tformer.training.checkpoint import load_model, tokenizer_dir
 from tformer.training.distributed import launched_world
@@ -183,7 +183,9 @@ def pretrained_encoder(path: str | Path) -> tuple[nn.Module, BertConfig, Any]:
         raise ValueError(f"model.init_from={str(path)!r} holds a {type(config).__name__}, not a BERT")
     if tokenizer_path is None:
         raise ValueError(f"model.init_from={str(path)!r} has no tokenizer")
-    return model.bert, config, load_tokenizer(tokenizer_path)
+    tokenizer = load_tokenizer(tokenizer_path)
+    check_vocabulary(tokenizer, config.vocab_size, where=f"model.init_from={str(path)!r}")
+    return model.bert, config, tokenizer
 
 
 def build_classifier(recipe: ClassifyRecipe, train: Labelled, *,

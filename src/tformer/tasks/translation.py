@@ -22,6 +22,7 @@ from tformer.decoding import beam_search, greedy
 from tformer.evaluation import Scores, score_corpus
 from tformer.models.presets import build_model, preset
 from tformer.tokenization.bpe import BPETokenizer
+from tformer.tokenization.hf import check_vocabulary
 from tformer.training.checkpoint import load_model, tokenizer_dir
 from tformer.training.loop import TrainConfig, fit
 from tformer.training.losses import label_smoothed_nll, nll_sum
@@ -216,7 +217,10 @@ def load_translator(checkpoint: str | Path) -> tuple[nn.Module, BPETokenizer]:
     directory = tokenizer_dir(checkpoint)
     if directory is None:
         raise ValueError(f"checkpoint {checkpoint} has no tokenizer/ directory")
-    return model, BPETokenizer.load(directory)
+    tokenizer = BPETokenizer.load(directory)
+    shared = min(config.vocab_size, config.src_vocab_size or config.vocab_size)  # one tokenizer for both sides
+    check_vocabulary(tokenizer, shared, where=f"checkpoint {checkpoint}")
+    return model, tokenizer
 
 
 def evaluate_checkpoint(checkpoint: str | Path, data: DataConfig, split: str, decode: DecodeConfig, *,

@@ -13,7 +13,7 @@ from typing import Protocol, runtime_checkable
 
 from tformer.tokenization.bpe import SPECIAL_TOKENS, BPETokenizer
 from tformer.tokenization.char import CharTokenizer
-from tformer.tokenization.hf import HFTokenizer, load_tokenizer
+from tformer.tokenization.hf import HFTokenizer, check_vocabulary, load_tokenizer
 from tformer.tokenization.wordpiece import WordPieceTokenizer
 
 
@@ -39,4 +39,4 @@ class Tokenizer(Protocol):
 
 
 __all__ = ["SPECIAL_TOKENS", "BPETokenizer", "Tokenizer"]
-__all__ += ["CharTokenizer", "HFTokenizer", "WordPieceTokenizer", "load_tokenizer"]
+__all__ += ["CharTokenizer", "HFTokenizer", "WordPieceTokenizer", "check_vocabulary", "load_tokenizer"]

@@ -60,7 +60,15 @@ class BackendTokenizer:
             path = path / FILENAME
         if not path.is_file():
             raise FileNotFoundError(f"no {FILENAME} at {path}")
-        return cls(Backend.from_file(str(path)))
+        return cls(read_backend(path))
+
+
+def read_backend(path: Path) -> Backend:
+    """A `tokenizers.Tokenizer` from its JSON file; a ValueError naming the file if it is malformed."""
+    try:
+        return Backend.from_file(str(path))
+    except Exception as e:  # tokenizers raises a bare Exception for a malformed file
+        raise ValueError(f"{path}: not a valid tokenizer file ({' '.join(str(e).split())})") from None
 
 
 def check_special_ids(backend: Backend, tokens: Sequence[str]) -> None:

@@ -11,10 +11,11 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from tokenizers import Tokenizer as Backend
 
-from tformer.tokenization.backend import FILENAME, BackendTokenizer
+from tformer.tokenization.backend import FILENAME, BackendTokenizer, read_backend
 from tformer.tokenization.bpe import SPECIAL_TOKENS, BPETokenizer
 from tformer.tokenization.char import FILENAME as CHAR_FILENAME
 from tformer.tokenization.char import CharTokenizer
@@ -59,9 +60,19 @@ def load_tokenizer(path: str | os.PathLike) -> CharTokenizer | BPETokenizer | Wo
         raise FileNotFoundError(f"no tokenizer at {path} (expected {CHAR_FILENAME} or {FILENAME})")
     if path.name == CHAR_FILENAME:
         return CharTokenizer.load(path)
-    backend = Backend.from_file(str(path))
+    backend = read_backend(path)
     if all(backend.token_to_id(token) == i for i, token in enumerate(SPECIAL_TOKENS)):
         return BPETokenizer(backend)
     if all(backend.token_to_id(token) == i for i, token in enumerate(WORDPIECE_SPECIAL_TOKENS)):
         return WordPieceTokenizer(backend)
     return HFTokenizer(backend)
+
+
+def check_vocabulary(tokenizer: Any, vocab_size: int, *, where: str | os.PathLike) -> None:
+    """A ValueError if `tokenizer` makes ids the model has no embedding for (its vocabulary is larger than
+    the model's `vocab_size`): the tokenizer belongs to another checkpoint. A smaller one is fine (Hugging
+    Face models often pad their embedding tables)."""
+    if tokenizer.vocab_size > vocab_size:
+        raise ValueError(f"{where}: the tokenizer has {tokenizer.vocab_size} tokens but the model's "
+                         f"vocab_size={vocab_size}; ids {vocab_size}..{tokenizer.vocab_size - 1} have no embedding, "
+                         "so this tokenizer does not belong to this model")
