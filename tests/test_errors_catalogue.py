@@ -179,6 +179,26 @@ def edited_config(c: Ctx, checkpoint: Path, text: str | None = None, **changes: 
     return str(path)
 
 
+def truncated(c: Ctx, checkpoint: Path) -> str:
+    path = c.copy(checkpoint, "ckpt")
+    with open(path / "model.safetensors", "r+b") as f:
+        f.truncate(100)
+    return str(path)
+
+
+def beside_recipe(c: Ctx, text: str) -> str:
+    """A run directory holding the translator as `last` and a recipe.yaml reading `text`."""
+    path = c.copy(c.w.s2s, "run/last")
+    (path.parent / "recipe.yaml").write_text(text)
+    return str(path)
+
+
+def resumable(c: Ctx, *overrides: str) -> list[str]:
+    """A run directory whose `last` is the translator checkpoint, resumed with `overrides`."""
+    c.copy(c.w.s2s, "run/last")
+    return c.train(*overrides, "--resume")
+
+
 def broken_tokenizer(c: Ctx) -> str:
     path = c.copy(c.w.s2s, "ckpt", manifest=False)
     (path / "tokenizer" / "tokenizer.json").write_text("{broken")
@@ -320,7 +340,17 @@ CASES = [
          ("checkpoint {tmp}/ckpt: config.yaml has family='rnn'", "known: seq2seq, bert, gpt")),
     Case("checkpoint-other-architecture",
          lambda c: generate(c, checkpoint=edited_config(c, c.w.gpt, d_model=64, d_ff=128)),
-         ("checkpoint {tmp}/ckpt: cannot load model.safetensors into GPT",)),
+         ("checkpoint {tmp}/ckpt: cannot load model.safetensors into GPT", "size mismatches, the first:",
+          "in the file but [64] in the model")),
+    Case("checkpoint-truncated", lambda c: generate(c, checkpoint=truncated(c, c.w.gpt)),
+         ("checkpoint {tmp}/ckpt: model.safetensors has 100 bytes, the manifest says",
+          "the file is truncated or was replaced")),
+    Case("translate-beside-a-corrupt-recipe", lambda c: translate(c, checkpoint=beside_recipe(c, "data: [x\n")),
+         ("{tmp}/run/recipe.yaml (the run's recipe beside the checkpoint) is not a valid recipe",)),
+    Case("resume-without-checkpoint", lambda c: c.train("--resume"),
+         ("cannot resume: no checkpoint with a tokenizer at {tmp}/run/last",)),
+    Case("resume-with-a-changed-model", lambda c: resumable(c, "model.overrides.d_model=64"),
+         ("cannot resume {tmp}/run/last: model d_model is 32 in the checkpoint but 64 in the recipe",)),
     Case("checkpoint-without-tokenizer", lambda c: translate(c, checkpoint=without(c, c.w.s2s, "tokenizer")),
          ("checkpoint {tmp}/ckpt has no tokenizer/ directory",)),
     Case("tokenizer-corrupt", lambda c: translate(c, checkpoint=broken_tokenizer(c)),

@@ -150,7 +150,13 @@ def run_recipe(checkpoint: Path):  # noqa: ANN201
     from tformer.tasks.translation import TranslationRecipe
 
     path = Path(checkpoint).resolve().parent / "recipe.yaml"
-    return from_dict(TranslationRecipe, yaml.safe_load(path.read_text())) if path.is_file() else None
+    if not path.is_file():
+        return None
+    try:
+        return from_dict(TranslationRecipe, yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+    except (yaml.YAMLError, ValueError, TypeError, UnicodeDecodeError) as e:
+        reason = " ".join(str(e).split()) or type(e).__name__
+        raise ValueError(f"{path} (the run's recipe beside the checkpoint) is not a valid recipe: {reason}") from None
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -351,16 +357,25 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
     if args.from_hf:
         model, config = from_hf(args.from_hf)
-        save_checkpoint(Path(args.out), model=model, config=config)
-        if (Path(args.from_hf) / "tokenizer.json").is_file():  # keep the tokenizer beside the weights
-            (Path(args.out) / "tokenizer").mkdir(exist_ok=True)
-            shutil.copy(Path(args.from_hf) / "tokenizer.json", Path(args.out) / "tokenizer" / "tokenizer.json")
+        tokenizer = Path(args.from_hf) / "tokenizer.json"  # kept beside the weights, in the same atomic write
+        save_checkpoint(Path(args.out), model=model, config=config,
+                        tokenizer=CopiedFile(tokenizer) if tokenizer.is_file() else None)
         print(f"imported {type(model).__name__} from {args.from_hf} into {args.out}")
     else:
         model, _ = load_model(args.to_hf)
         to_hf(model, args.out)
         print(f"exported {type(model).__name__} from {args.to_hf} to {args.out}")
     return 0
+
+
+class CopiedFile:
+    """A tokenizer for `save_checkpoint` that is just a file to copy into the checkpoint's tokenizer/."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def save(self, directory: Path) -> None:
+        shutil.copy(self.path, directory / self.path.name)
 
 
 def read_lines(path: str | None) -> list[str]:

@@ -389,6 +389,11 @@ def _coerce(hint: Any, value: Any, name: str) -> Any:
         return value
     if hint is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if hint is float and isinstance(value, str):
+        try:  # YAML 1.1 (PyYAML) reads 1e-4, without a dot, as a string
+            return float(value)
+        except ValueError:
+            pass
     if hint is bool and not isinstance(value, bool):
         raise ValueError(f"config key {name!r}={value!r} has the wrong type; expected true or false")
     if hint is int and (isinstance(value, bool) or not isinstance(value, int)):

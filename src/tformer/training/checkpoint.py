@@ -114,10 +114,7 @@ def save_checkpoint(path: str | os.PathLike, *, model: nn.Module, config: Transf
 def _save_state(model: nn.Module, state: dict, file: Path) -> None:
     """`safetensors.torch.save_model` for a state dict held apart from the model: a tensor the model ties
     to others (the output layer sharing the embedding) is stored once, under the name save_model keeps."""
-    names = {}
-    for name, p in model.named_parameters(remove_duplicate=False):
-        names.setdefault(id(p), []).append(name)
-    drop = {n for group in names.values() for n in sorted(group)[1:]}
+    drop = {n for group in _tied_names(model) for n in group[1:]}
     safetensors.torch.save_file({k: v.contiguous() for k, v in state.items() if k not in drop}, str(file))
 
 
@@ -272,12 +269,42 @@ def load_weights(model: nn.Module, path: str | os.PathLike) -> None:
     path = Path(path)
     weights = _require(path, MODEL_FILE)
     device = next(iter(model.state_dict().values())).device
+    where = f"checkpoint {path}: cannot load {MODEL_FILE} into {type(model).__name__}"
     try:
         safetensors.torch.load_model(model, weights, strict=True, device=str(device))
     except Exception as e:  # a corrupt file, or weights of another architecture
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        where = f"checkpoint {path}: cannot load {MODEL_FILE} into {type(model).__name__}"
-        raise ValueError(f"{where}: {first}") from None
+        raise ValueError(f"{where}: {_mismatch(model, weights) or first}") from None
+
+
+def _mismatch(model: nn.Module, file: Path) -> str | None:
+    """What differs between a safetensors file and the model's parameters, in a few words (None if the
+    file cannot be read or nothing does): size mismatches first, then missing and unexpected names."""
+    try:
+        with safetensors.safe_open(str(file), framework="pt") as f:
+            stored = {name: list(f.get_slice(name).get_shape()) for name in f.keys()}  # noqa: SIM118
+    except Exception:
+        return None
+    ours = {name: list(t.shape) for name, t in model.state_dict().items()}
+    sizes = [(n, stored[n], ours[n]) for n in stored if n in ours and stored[n] != ours[n]]
+    if sizes:
+        name, a, b = sizes[0]
+        return (f"{len(sizes)} size mismatch{'es' if len(sizes) > 1 else ''}, the first: {name} is {a} in the "
+                f"file but {b} in the model (weights of another architecture or size?)")
+    tied = {n for group in _tied_names(model) for n in group[1:]}
+    missing = sorted(set(ours) - set(stored) - tied)
+    unexpected = sorted(set(stored) - set(ours))
+    parts = [f"{len(missing)} missing (first: {missing[0]})"] if missing else []
+    parts += [f"{len(unexpected)} unexpected (first: {unexpected[0]})"] if unexpected else []
+    return "weights " + ", ".join(parts) if parts else None
+
+
+def _tied_names(model: nn.Module) -> list[list[str]]:
+    """Names of each parameter shared by several modules, sorted (safetensors keeps the first)."""
+    groups: dict[int, list[str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        groups.setdefault(id(p), []).append(name)
+    return [sorted(g) for g in groups.values() if len(g) > 1]
 
 
 def _build(path: Path, config: TransformerConfig, class_name: str) -> nn.Module:
@@ -343,7 +370,9 @@ def _read_yaml(path: Path) -> dict:
     try:
         meta = yaml.safe_load(file.read_text())
     except yaml.YAMLError as e:
-        raise ValueError(f"checkpoint {path}: {CONFIG_FILE} is not valid YAML ({type(e).__name__})") from None
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ValueError(f"checkpoint {path}: {CONFIG_FILE} is not valid YAML{where} ({type(e).__name__})") from None
     if not isinstance(meta, dict):
         raise ValueError(f"checkpoint {path}: {CONFIG_FILE} is not a mapping")
     return meta
