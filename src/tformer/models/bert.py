@@ -35,11 +35,12 @@ class Bert(nn.Module):
 
     def forward(self, ids: Tensor, *, segments: Tensor | None = None,
                 valid: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """ids, segments (B, T); valid (B, T) True at real tokens (default: ids != pad).
-        Returns hidden states (B, T, d) and the pooled [CLS] vector (B, d)."""
+        """ids, segments (B, T); valid (B, T) True at real tokens (default: ids != pad); positions count
+        from each row's first real token. Returns hidden states (B, T, d) and the pooled vector (B, d) of
+        column 0, the [CLS] token when the batch is right-padded (BERT's convention)."""
         if valid is None:
             valid = ids != self.config.pad_id
-        positions = positions_for(ids)  # (B, T)
+        positions = positions_for(ids, valid=valid)  # (B, T), from each row's first real token
         x = self.embed(ids, positions, segments)  # (B, T, d)
         h = self.encoder(x, mask=attention_mask(ids.shape[1], valid), positions=positions)
         return h, torch.tanh(self.pooler(h[:, 0]))

@@ -29,10 +29,11 @@ class GPT(nn.Module):
     def forward(self, ids: Tensor, *, valid: Tensor | None = None, positions: Tensor | None = None,
                 caches: list[LayerCache] | None = None) -> Tensor:
         """ids (B, T); valid (B, S) True at real tokens among all keys so far (None: all real);
-        positions (B, T) (None: continue from the cache). Returns logits (B, T, V)."""
+        positions (B, T) (None: counted from each row's first real token, continuing from the cache).
+        Returns logits (B, T, V)."""
         offset = 0 if caches is None else caches[0].self_kv.length
         if positions is None:
-            positions = positions_for(ids, offset)
+            positions = positions_for(ids, offset, valid=valid)
         x = self.embed(ids, positions)  # (B, T, d)
         mask = None if valid is None else valid[:, None, None, :]  # (B, 1, 1, S)
         h = self.decoder(x, mask=mask, causal=True, positions=positions, caches=caches)
@@ -45,7 +46,7 @@ class GPT(nn.Module):
 
 def left_padded_positions(valid: Tensor) -> Tensor:
     """(B, T) validity of a left-padded batch -> positions counting from each row's first real token."""
-    return (valid.long().cumsum(-1) - 1).clamp(min=0)
+    return positions_for(valid, valid=valid)
 
 
 __all__ = ["GPT", "left_padded_positions"]

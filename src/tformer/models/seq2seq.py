@@ -40,21 +40,22 @@ class EncoderDecoder(nn.Module):
         """src (B, S) ids; src_valid (B, S) True at real tokens (default: ids != pad). -> (B, S, d)."""
         if src_valid is None:
             src_valid = src != self.config.pad_id
-        positions = positions_for(src)  # (B, S); RoPE needs them inside attention too
+        positions = positions_for(src, valid=src_valid)  # (B, S); RoPE needs them inside attention too
         x = self.src_embed(src, positions)  # (B, S, d)
         return self.encoder(x, mask=attention_mask(src.shape[1], src_valid), positions=positions)
 
     def decode(self, tgt: Tensor, memory: Tensor, src_valid: Tensor, *, tgt_valid: Tensor | None = None,
                caches: list[LayerCache] | None = None, offset: int = 0) -> Tensor:
         """tgt (B, T) decoder inputs (shifted right: start symbol first); memory (B, S, d); src_valid (B, S);
-        tgt_valid (B, T_total) True at real target tokens so far (None: no target padding); with `caches`,
-        tgt holds only the new positions offset.. and earlier keys/values come from the cache.
+        tgt_valid (B, T_total) True at real target tokens so far (None: no target padding; else positions
+        count from each row's first real token); with `caches`, tgt holds only the new positions offset..
+        and earlier keys/values come from the cache.
         Returns logits (B, T, V)."""
-        x = self.tgt_embed(tgt, positions_for(tgt, offset))  # (B, T, d)
+        positions = positions_for(tgt, offset, valid=tgt_valid)  # (B, T), from each row's first real token
+        x = self.tgt_embed(tgt, positions)  # (B, T, d)
         mask = None if tgt_valid is None else tgt_valid[:, None, None, :]  # (B, 1, 1, T_total)
         memory_mask = src_valid[:, None, None, :]  # (B, 1, 1, S)
-        h = self.decoder(x, memory, mask=mask, memory_mask=memory_mask, positions=positions_for(tgt, offset),
-                         caches=caches)
+        h = self.decoder(x, memory, mask=mask, memory_mask=memory_mask, positions=positions, caches=caches)
         return self.lm_head(h)
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:

@@ -21,7 +21,9 @@ The algorithm, next to the paper (Section 2, "Locality-sensitive hashing attenti
    a new chunk), so which chunk a position lands in depends only on the earlier positions of its bucket.
    Cutting the one sorted sequence moves chunk boundaries whenever later tokens hash into lower buckets,
    which would let a causal model see (through its chunk's keys) a trace of the future; with our layout
-   causal LSH is exactly causal and cached decoding equals recomputation.
+   causal LSH is exactly causal and cached decoding equals recomputation. Padding sorts after the real
+   positions of its bucket, so a padded row (on either side) gives its real tokens the chunks, hence the
+   outputs, that the row alone would.
 4. No attending to oneself ("Causal masking for shared-QK attention"). With shared QK a query's own
    key always scores highest, so its self score gets a large finite penalty: it is used only when the
    query has no other key (the first position of a causal sequence).
@@ -84,16 +86,19 @@ def look_one_back(x: Tensor, *, fill: float | bool) -> Tensor:
     return torch.cat([prev, x], dim=3)  # (B, H, K, 2C, ...)
 
 
-def bucket_layout(bucket: Tensor, *, buckets: int, chunk: int) -> tuple[Tensor, Tensor, int]:
+def bucket_layout(bucket: Tensor, valid: Tensor, *, buckets: int, chunk: int) -> tuple[Tensor, Tensor, int]:
     """Where each position goes in a layout where every bucket starts on a chunk boundary.
 
-    bucket (B, H, S) -> (order (B, H, S): positions sorted by (bucket, position); slot (B, H, S): the layout
-    index of order's i-th position; L: the layout length, a multiple of C fixed by S, N and C). A bucket's
-    positions fill whole chunks of its own, so a position's chunk depends only on the positions before it
-    in its bucket; this keeps the causal form exactly causal (cutting one sorted sequence into chunks, as the
-    paper does, moves a chunk's boundary whenever later tokens land in lower buckets)."""
+    bucket (B, H, S), valid (B, H, S) -> (order (B, H, S): positions sorted by (bucket, padding last,
+    position); slot (B, H, S): the layout index of order's i-th position; L: the layout length, a multiple
+    of C fixed by S, N and C). A bucket's positions fill whole chunks of its own, so a position's chunk
+    depends only on the positions before it in its bucket; this keeps the causal form exactly causal
+    (cutting one sorted sequence into chunks, as the paper does, moves a chunk's boundary whenever later
+    tokens land in lower buckets). Padding goes after the real positions of its bucket, so that padding on
+    either side (left padding comes first by position) never moves a real position's chunk."""
     b, h, s = bucket.shape
-    sorted_bucket, order = torch.sort(bucket, dim=-1, stable=True)  # (B, H, S)
+    _, order = torch.sort(2 * bucket + (~valid).long(), dim=-1, stable=True)  # (B, H, S)
+    sorted_bucket = bucket.gather(-1, order)  # (B, H, S)
     counts = torch.zeros(b, h, buckets, dtype=torch.long, device=bucket.device)
     counts.scatter_add_(-1, bucket, torch.ones_like(bucket))  # (B, H, N)
     padded = (counts + chunk - 1) // chunk * chunk  # (B, H, N): whole chunks per bucket
@@ -116,7 +121,7 @@ def attend_round(q: Tensor, k: Tensor, v: Tensor, bucket: Tensor, valid: Tensor,
                  chunk: int, causal: bool, scale: float, dropout: float) -> tuple[Tensor, Tensor]:
     """One hashing round. q, k, v (B, H, S, D), bucket (B, H, S), valid (B, H, S) -> (out (B, H, T, D),
     lse (B, H, T)) for the last T = `last` positions, each normalised over the keys it found this round."""
-    order, slot, length = bucket_layout(bucket, buckets=buckets, chunk=chunk)
+    order, slot, length = bucket_layout(bucket, valid, buckets=buckets, chunk=chunk)
 
     def layout(x: Tensor, fill: float | bool) -> Tensor:  # (B, H, S, ...) -> (B, H, K, C, ...)
         return to_chunks(to_layout(gather_rows(x, order), slot, length, fill=fill), chunk=chunk, fill=fill)
