@@ -175,7 +175,7 @@ def readme(info: dict) -> str:
     lines += ["", "## Targets", "", targets_markdown(info["targets"]), "",
               "Training thresholds by the Hugging Face model's attention code: 1.5x over its eager attention "
               "(\"HF default\"), 1.1x over its SDPA; MFU against the fp32 matmul rate above. Generation: batch 1, "
-              "against transformers' generate and against weight bytes / copy bandwidth. Translation: beam "
+              "against transformers' generate and against weight bytes / mat-vec bandwidth. Translation: beam "
               "search against MarianMTModel.generate, the same weights and settings. No torch.compile rows."]
     for name in PARTS:
         part = info["parts"].get(name)

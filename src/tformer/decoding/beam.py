@@ -8,7 +8,8 @@ Each sentence keeps `beam` live hypotheses; the batch decodes them as B * beam r
 
 The first step runs one row per sentence (all beams would be the same start symbol) and the first reorder
 expands the caches, so the encoder output and the cross-attention keys/values are computed once per
-sentence, not once per beam.
+sentence, not once per beam. Later reorders move only the self-attention caches, and only their filled
+positions, while no sentence finishes: every beam of a sentence shares its source-side state.
 
 Scores are length-normalised log-probabilities, `log_prob / lp(len)`, where `len` counts the end symbol
 when there is one:
@@ -149,8 +150,14 @@ def beam_search(model: nn.Module, src: Tensor, *, beam: int = 4, lenpen: float =
             keep = torch.tensor(going, device=device).nonzero().flatten()  # (N',)
             if keep.numel() == 0:
                 break
+            same_sentences = keep.numel() == sentence.numel() and step > 0  # no sentence ended, none expanded
             sentence, scores = sentence[keep], scores[keep]
             index, tokens = rows[keep].flatten(), tokens[keep].flatten()  # (N' * K,)
-            prefix, memory, src_valid = reorder_rows(index, caches, prefix, memory, src_valid)
+            if same_sentences:  # each row stays with its sentence, whose source-side state is the same
+                for cache in caches or []:  # so only the self-attention caches move
+                    cache.self_kv.reorder(index)
+                prefix = prefix.index_select(0, index)
+            else:
+                prefix, memory, src_valid = reorder_rows(index, caches, prefix, memory, src_valid)
             prefix = torch.cat([prefix, tokens[:, None]], dim=1)  # (N' * K, t + 1)
         return [hyps[:n_best] for hyps in finished]

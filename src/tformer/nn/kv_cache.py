@@ -21,6 +21,7 @@ class KVCache:
         self.k = torch.zeros(shape, dtype=dtype, device=device)  # (B, Hk, S_max, D)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.length = 0
+        self._spare: tuple[Tensor, Tensor] | None = None  # the buffers `reorder` writes into
 
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Append (B, Hk, T, D) and return everything cached so far, (B, Hk, S, D)."""
@@ -33,8 +34,19 @@ class KVCache:
         return self.k[:, :, :end], self.v[:, :, :end]
 
     def reorder(self, index: Tensor) -> None:
-        self.k = self.k.index_select(0, index)
-        self.v = self.v.index_select(0, index)
+        """Keep the batch rows `index` (B',): only the filled positions are copied, into a second pair of
+        buffers that then become the cache (beam search reorders at every step; copying the whole
+        preallocated length would move max_len / length times the bytes)."""
+        rows, n = index.numel(), self.length
+        if self._spare is None or self._spare[0].shape[0] != rows:
+            shape = (rows, *self.k.shape[1:])
+            self._spare = (self.k.new_empty(shape), self.v.new_empty(shape))  # positions >= length: never read
+        k, v = self._spare
+        torch.index_select(self.k[:, :, :n], 0, index, out=k[:, :, :n])
+        torch.index_select(self.v[:, :, :n], 0, index, out=v[:, :, :n])
+        old = (self.k, self.v)
+        self.k, self.v = k, v
+        self._spare = old if old[0].shape[0] == rows else None
 
 
 class StaticKV:
