@@ -115,7 +115,7 @@ def beam_search(model: nn.Module, src: Tensor, *, beam: int = 4, lenpen: float =
             return best_live > float("-inf")
         return max(normalise(best_live, length + 1), normalise(best_live, limit)) > hyps[-1].score
 
-    with eval_mode(model):
+    with eval_mode(model, rows=src.shape[0] * beam):
         src_valid = src != config.pad_id  # (B, S)
         limits = max_lengths(source_lengths(src, pad_id=config.pad_id), max_len_a=max_len_a,
                              max_len_b=max_len_b, limit=config.max_len)

@@ -87,7 +87,7 @@ def generate(model: nn.Module, prompts: Sequence[Sequence[int]], *, max_new_toke
     device = next(model.parameters()).device
     generator = None if seed is None else torch.Generator(device=device).manual_seed(seed)
     stops = torch.tensor(list(stop_tokens), dtype=torch.long, device=device)  # (number of stop tokens,)
-    with eval_mode(model):
+    with eval_mode(model, rows=len(prompts)):
         ids, valid = left_pad(prompts, pad_id=pad_id, device=device)  # (B, P)
         caches = model.new_caches(len(prompts), ids.shape[1] + max_new_tokens) if use_cache else None
         row = torch.arange(len(prompts), device=device)  # (N,) prompt of each live row

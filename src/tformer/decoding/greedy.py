@@ -18,7 +18,7 @@ B batch (sentences), S source length, t tokens generated so far, N rows still de
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import torch
 from torch import Tensor, nn
@@ -28,13 +28,14 @@ from tformer.nn.kv_cache import LayerCache
 
 
 @contextmanager
-def eval_mode(model: nn.Module) -> Iterator[None]:
-    """Run the body with dropout off and the weights in the decoding layout (`layout.py`), then give the
-    model back its train/eval mode and its layout."""
+def eval_mode(model: nn.Module, *, rows: int | None = None) -> Iterator[None]:
+    """Run the body with dropout off, then give the model back its train/eval mode. A decoder that runs
+    one row at a time (`rows` == 1) gets the weights in the decoding layout (`layout.py`) meanwhile: that
+    layout speeds up matrix-vector products but slows down products with a few rows."""
     was_training = model.training
     model.eval()
     try:
-        with decoding_layout(model):
+        with decoding_layout(model) if rows == 1 else nullcontext():
             yield
     finally:
         model.train(was_training)
@@ -96,7 +97,7 @@ def greedy(model: nn.Module, src: Tensor, *, max_len_a: float = 1.2, max_len_b: 
     with n real tokens gets at most int(max_len_a * n + max_len_b) tokens (see the module docstring).
     `use_cache` decodes incrementally (same tokens, fewer FLOPs)."""
     config = model.config
-    with eval_mode(model):
+    with eval_mode(model, rows=src.shape[0]):
         src_valid = src != config.pad_id  # (B, S)
         limits = max_lengths(source_lengths(src, pad_id=config.pad_id), max_len_a=max_len_a,
                              max_len_b=max_len_b, limit=config.max_len)
