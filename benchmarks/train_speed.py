@@ -12,12 +12,13 @@ weights; dropout 0 everywhere, so the work is equal):
     seq2seq  tformer EncoderDecoder | torch.nn.Transformer (translate_baseline.py's wrapper, our weights
              copied in; it keeps its two final LayerNorms) | MarianMTModel             batch 16 x 64 (+ 64)
 A step = forward, cross-entropy (computed here alike for all; BERT: masked-LM on 15% of the positions +
-next-sentence), backward, `torch.optim.AdamW` with its defaults. tokens/s counts target tokens (BERT: input
-tokens, its head scores every position); MFU = tokens/s * `train_flops_per_token(config, seq_len)` / the
-fp32 matmul peak measured at the start (benchmarks/machine.py). After `--warmup` steps each, the
-contenders alternate `--reps` times in this process (order flipped each time), each timed over
-`--steps-per-rep` steps; medians are reported. Same weights and batch give the same step-0 loss (to
-~1e-5; printed; two random inits differ by ~1e-2): the check that the configs are equal.
+next-sentence), backward, `torch.optim.AdamW`, fused (as both libraries' trainers run it). tokens/s counts
+target tokens (BERT: input tokens, its head scores every position); MFU = tokens/s *
+`train_flops_per_token(config, seq_len)` / the fp32 matmul peak measured at the start
+(benchmarks/machine.py). After `--warmup` steps each, the contenders alternate `--reps` times in this
+process (order flipped each time), each timed over `--steps-per-rep` steps; medians are reported. Same
+weights and batch give the same step-0 loss (to ~1e-5; printed; two random inits differ by ~1e-2): the check
+that the configs are equal.
 
 Prints Markdown; `--out` writes the same as JSON. Not a test; not run in CI.
 
@@ -183,13 +184,18 @@ def attention_of(model: nn.Module) -> str:
 
 
 def train_step(model: nn.Module, loss_fn: Callable[[], Tensor]) -> tuple[Callable[[], Tensor], str]:
-    """One training step of `model` (-> its loss before the update) with a fresh default AdamW, and which
-    implementation torch's defaults pick for these parameters: fused, foreach or for-loop (a private rule)."""
+    """One training step of `model` (-> its loss before the update) with a fresh AdamW, fused where torch has
+    a fused kernel for these parameters, as both `tformer train` (`training.optim.build_optimizer`) and
+    Hugging Face's Trainer (optim="adamw_torch_fused", its default from torch 2.8) use it; and which
+    implementation that is: fused, foreach or for-loop."""
     from torch.optim.optimizer import _default_to_fused_or_foreach
 
+    from tformer.training.optim import fused_supported
+
     model.train()
-    optimizer = torch.optim.AdamW(model.parameters())
-    fused, foreach = _default_to_fused_or_foreach(list(model.parameters()), differentiable=False)
+    fused = fused_supported(list(model.parameters()))
+    optimizer = torch.optim.AdamW(model.parameters(), fused=fused or None)
+    foreach = _default_to_fused_or_foreach(list(model.parameters()), differentiable=False)[1]
 
     def step() -> Tensor:
         optimizer.zero_grad(set_to_none=True)
