@@ -15,8 +15,9 @@ Writes OUT/results.json (every part's JSON, the machine, the date, the targets) 
 section per part, and the targets table: measured ratio, threshold, met / not met). `--quick` runs tiny
 sizes as a smoke test and writes to runs/bench-quick unless --out-dir is given: its numbers mean nothing.
 
-No torch.compile rows: each part would need its own compiled path and a separate compile-time column, which
-is not cheap to add here; the numbers are eager PyTorch on both sides.
+torch.compile is measured where it could pay, batch-1 generation (Python overhead between small products):
+`generate --compile` adds a `tformer compiled` row, its first (compiling) call reported apart. Training is
+matmul-bound on both sides, so compiling it would not change the comparison.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ QUICK_ARGS = {
     "translate_speed": ["--quick"],
     "attention_memory": ["--quick"],
 }
+FULL_ARGS = {"generate": ["--compile"]}  # the optional torch.compile row: a minute of compiling, full runs only
 TITLES = {"machine": "Machine limits", "train_speed": "Training speed (benchmarks/train_speed.py)",
           "generate": "Generation speed (benchmarks/generate.py)",
           "translate_speed": "Translation decoding speed (benchmarks/translate_speed.py)",
@@ -176,7 +178,8 @@ def readme(info: dict) -> str:
               "Training thresholds by the Hugging Face model's attention code: 1.5x over its eager attention "
               "(\"HF default\"), 1.1x over its SDPA; MFU against the fp32 matmul rate above. Generation: batch 1, "
               "against transformers' generate and against weight bytes / mat-vec bandwidth. Translation: beam "
-              "search against MarianMTModel.generate, the same weights and settings. No torch.compile rows."]
+              "search against MarianMTModel.generate, the same weights and settings. torch.compile: one "
+              "generation row (`tformer compiled`, its compiling first call apart)."]
     for name in PARTS:
         part = info["parts"].get(name)
         if part is None:
@@ -212,7 +215,7 @@ def main(argv: list[str] | None = None) -> dict:
         for name in PARTS:
             if name in args.skip:
                 continue
-            argv_part = ["--device", args.device] + (QUICK_ARGS[name] if args.quick else [])
+            argv_part = ["--device", args.device] + (QUICK_ARGS[name] if args.quick else FULL_ARGS.get(name, []))
             info["parts"][name] = dict(argv=argv_part, **run_part(name, argv_part, Path(tmp)))
     info["targets"] = targets(info["parts"])
     args.out_dir.mkdir(parents=True, exist_ok=True)

@@ -58,6 +58,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--dtype", choices=list(DTYPES), default="float32")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--compile", action="store_true",
+                   help="add `tformer compiled`: our model through torch.compile (its first call, which compiles, "
+                        "is reported apart)")
     p.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     return p.parse_args(argv)
 
@@ -95,9 +98,13 @@ def build_pair(args: argparse.Namespace, device: torch.device) -> tuple[nn.Modul
     return ours.to(device=device, dtype=dtype), hf.to(device=device, dtype=dtype)
 
 
-def contenders(ours: nn.Module, hf: nn.Module, prompt: torch.Tensor, new: int) -> dict[str, Callable]:
+def contenders(ours: nn.Module, hf: nn.Module, prompt: torch.Tensor, new: int,
+               compiled: nn.Module | None = None) -> dict[str, Callable]:
     """Name -> a call producing the new tokens of every row, for the prompt batch (B, P)."""
     rows = prompt.tolist()
+    extra = {}
+    if compiled is not None:
+        extra["tformer compiled"] = lambda: generate_greedy(compiled, rows, max_new_tokens=new)
 
     def run_ours() -> list[list[int]]:
         return generate_greedy(ours, rows, max_new_tokens=new)
@@ -108,18 +115,19 @@ def contenders(ours: nn.Module, hf: nn.Module, prompt: torch.Tensor, new: int) -
                           do_sample=False, use_cache=True, eos_token_id=None, pad_token_id=0)  # (B, P + N)
         return out[:, prompt.shape[1]:].tolist()
 
-    return {"tformer": run_ours, "transformers": run_hf}
+    return {"tformer": run_ours, "transformers": run_hf, **extra}
 
 
 def measure(args: argparse.Namespace, ours: nn.Module, hf: nn.Module, device: torch.device) -> list[dict]:
     """One row per (batch, contender): median tokens/s over the repetitions, and whether tokens matched."""
     g = torch.Generator().manual_seed(args.seed)
+    compiled = torch.compile(ours) if args.compile else None
     rows = []
     for batch in args.batches:
         prompt = torch.randint(0, args.vocab, (batch, args.prompt_len), generator=g).to(device)  # (B, P)
-        calls = contenders(ours, hf, prompt, args.new_tokens)
-        outputs = {name: timed(fn, device)[1] for name, fn in calls.items()}  # warm-up
-        same = outputs["tformer"] == outputs["transformers"]
+        calls = contenders(ours, hf, prompt, args.new_tokens, compiled)
+        warm = {name: timed(fn, device) for name, fn in calls.items()}  # warm-up; compiles the compiled one
+        outputs = {name: tokens for name, (_, tokens) in warm.items()}
         times: dict[str, list[float]] = {name: [] for name in calls}
         for rep in range(args.reps):
             order = list(calls) if rep % 2 == 0 else list(reversed(calls))
@@ -129,14 +137,15 @@ def measure(args: argparse.Namespace, ours: nn.Module, hf: nn.Module, device: to
             median = statistics.median(seconds)
             rows.append(dict(contender=name, batch=batch, tokens_per_s=batch * args.new_tokens / median,
                              ms_per_step=1000 * median / args.new_tokens, median_s=median, times_s=seconds,
-                             same_tokens=same))
+                             first_call_s=warm[name][0], same_tokens=outputs[name] == outputs["transformers"]))
     return rows
 
 
 def markdown(rows: list[dict], bound: dict) -> str:
-    lines = ["| contender | batch | tokens/s | ms per step | same tokens |", "|---|---:|---:|---:|:---:|"]
+    lines = ["| contender | batch | tokens/s | ms per step | first call s | same tokens |",
+             "|---|---:|---:|---:|---:|:---:|"]
     lines += [f"| {r['contender']} | {r['batch']} | {r['tokens_per_s']:.0f} | {r['ms_per_step']:.2f} | "
-              f"{'yes' if r['same_tokens'] else 'NO'} |" for r in rows]
+              f"{r['first_call_s']:.1f} | {'yes' if r['same_tokens'] else 'NO'} |" for r in rows]
     lines.append(f"\nBatch-1 bandwidth bound: {bound['weight_bytes'] / 2**20:.1f} MiB of weights at "
                  f"{bound['bandwidth_gb_s']:.1f} GB/s (measured mat-vec) -> at most {bound['tokens_per_s']:.0f} "
                  "tokens/s")
