@@ -56,13 +56,14 @@ def check_prompts(prompts: Sequence[Sequence[int]], *, max_new_tokens: int, max_
                          f"{longest + max_new_tokens} is more than the model's max_len={max_len}")
 
 
-def next_logits(model: nn.Module, ids: Tensor, valid: Tensor, *, caches: list[LayerCache] | None) -> Tensor:
-    """Logits (N, V) float32 of the token after each row of the left-padded ids (N, S), valid (N, S).
-    With caches, only the ids not cached yet are fed (all of them at prefill, then the newest one);
-    without, the whole sequence is."""
-    positions = left_padded_positions(valid)  # (N, S)
+def next_logits(model: nn.Module, ids: Tensor, valid: Tensor | None, *,
+                caches: list[LayerCache] | None) -> Tensor:
+    """Logits (N, V) float32 of the token after each row of the left-padded ids (N, S), valid (N, S) (None:
+    no padding, so no mask to apply and positions counted from 0). With caches, only the ids not cached yet
+    are fed (all of them at prefill, then the newest one); without, the whole sequence is."""
     start = 0 if caches is None else caches[0].self_kv.length
-    logits = model(ids[:, start:], valid=valid, positions=positions[:, start:], caches=caches)  # (N, T, V)
+    positions = None if valid is None else left_padded_positions(valid)[:, start:]  # (N, T)
+    logits = model(ids[:, start:], valid=valid, positions=positions, caches=caches)  # (N, T, V)
     return logits[:, -1].float()
 
 
@@ -89,6 +90,8 @@ def generate(model: nn.Module, prompts: Sequence[Sequence[int]], *, max_new_toke
     stops = torch.tensor(list(stop_tokens), dtype=torch.long, device=device)  # (number of stop tokens,)
     with eval_mode(model, rows=len(prompts)):
         ids, valid = left_pad(prompts, pad_id=pad_id, device=device)  # (B, P)
+        if len({len(p) for p in prompts}) == 1:
+            valid = None  # no padding: no mask in any layer at any step
         caches = model.new_caches(len(prompts), ids.shape[1] + max_new_tokens) if use_cache else None
         row = torch.arange(len(prompts), device=device)  # (N,) prompt of each live row
         for step in range(max_new_tokens):
@@ -103,10 +106,12 @@ def generate(model: nn.Module, prompts: Sequence[Sequence[int]], *, max_new_toke
             if step == max_new_tokens - 1 or bool(stopped.all()):
                 break
             ids = torch.cat([ids, token[:, None]], dim=1)  # (N, S + 1)
-            valid = torch.cat([valid, valid.new_ones(valid.shape[0], 1)], dim=1)  # (N, S + 1)
+            if valid is not None:
+                valid = torch.cat([valid, valid.new_ones(valid.shape[0], 1)], dim=1)  # (N, S + 1)
             if bool(stopped.any()):  # drop finished rows, caches included
                 keep = (~stopped).nonzero().flatten()
-                row, ids, valid = reorder_rows(keep, caches, row, ids, valid)
+                row, ids = reorder_rows(keep, caches, row, ids)
+                valid = None if valid is None else valid.index_select(0, keep)
     return out
 
 

@@ -91,12 +91,13 @@ class Embeddings(nn.Module):
     def forward(self, ids: Tensor, positions: Tensor, segments: Tensor | None = None) -> Tensor:
         """ids, positions, segments (B, T) -> (B, T, d)."""
         vocab = self.tokens.num_embeddings
-        if ids.numel() and (int(ids.max()) >= vocab or int(ids.min()) < 0):
+        checked = not torch.compiler.is_compiling()  # data-dependent checks would split a compiled graph
+        if checked and ids.numel() and (int(ids.max()) >= vocab or int(ids.min()) < 0):
             bad = int(ids.max()) if int(ids.max()) >= vocab else int(ids.min())
             raise ValueError(f"token id {bad} is out of range; the vocabulary has ids 0..{vocab - 1}")
         x = self.tokens(ids) * self.scale  # (B, T, d)
         if self.positions is not None:
-            if int(positions.max()) >= self.positions.max_len:
+            if checked and int(positions.max()) >= self.positions.max_len:
                 raise ValueError(f"position {int(positions.max())} is beyond the position table "
                                  f"(max_len={self.positions.max_len})")
             x = x + self.positions(positions)
