@@ -9,6 +9,7 @@ and a Hugging Face GPT-2 directory. Each case copies what it breaks into its own
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
@@ -102,8 +103,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
 class Ctx:
     """What a case builds its inputs with: files and checkpoint copies in its own directory `tmp`."""
 
-    def __init__(self, world: World, tmp: Path) -> None:
-        self.w, self.tmp = world, tmp
+    def __init__(self, world: World, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.w, self.tmp, self.monkeypatch = world, tmp, monkeypatch
 
     def file(self, name: str, content: str | bytes = "") -> str:
         path = self.tmp / name
@@ -123,12 +124,25 @@ class Ctx:
         return path
 
     def readonly(self, name: str) -> str:
+        """A directory no one may write in. Root ignores the mode, so for root the refusal is simulated:
+        os.access says no, and os.mkdir raises what the kernel would (EACCES) below it."""
         path = self.tmp / name
         path.mkdir()
         path.chmod(0o555)
-        if os.access(path, os.W_OK):  # root ignores the mode
-            path.chmod(0o755)
-            pytest.skip("running as root: a read-only directory is still writable")
+        if os.access(path, os.W_OK):
+            inside = str(path)
+            access, mkdir = os.access, os.mkdir
+
+            def denied_access(p: object, mode: int, *args: object, **kwargs: object) -> bool:
+                return False if mode & os.W_OK and str(p).startswith(inside) else access(p, mode, *args, **kwargs)
+
+            def denied_mkdir(p: object, *args: object, **kwargs: object) -> None:
+                if str(p).startswith(inside + os.sep):
+                    raise PermissionError(errno.EACCES, "Permission denied", str(p))
+                mkdir(p, *args, **kwargs)
+
+            self.monkeypatch.setattr(os, "access", denied_access)
+            self.monkeypatch.setattr(os, "mkdir", denied_mkdir)
         return str(path)
 
     def train(self, *overrides: str, recipe: Path | None = None) -> list[str]:
@@ -451,8 +465,9 @@ def snapshot(root: Path) -> dict[str, bytes | None]:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_input(case: Case, world: World, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    c = Ctx(world, tmp_path)
+def test_bad_input(case: Case, world: World, tmp_path: Path, capsys: pytest.CaptureFixture,
+                   monkeypatch: pytest.MonkeyPatch) -> None:
+    c = Ctx(world, tmp_path, monkeypatch)
     argv = case.argv(c)
     before = snapshot(tmp_path)
     capsys.readouterr()
