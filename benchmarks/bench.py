@@ -176,7 +176,8 @@ def readme(info: dict) -> str:
                   f"| mat-vec bandwidth | {lim['matvec_gb_s']:.1f} GB/s |"]
     lines += ["", "## Targets", "", targets_markdown(info["targets"]), "",
               "Training thresholds by the Hugging Face model's attention code: 1.5x over its eager attention "
-              "(\"HF default\"), 1.1x over its SDPA; MFU against the fp32 matmul rate train_speed measures just before its contenders (in its section). Generation: batch 1, "
+              "(\"HF default\"), 1.1x over its SDPA; MFU against the fp32 matmul rate train_speed measures "
+              "just before its contenders (in its section). Generation: batch 1, "
               "against transformers' generate and against weight bytes / mat-vec bandwidth. Translation: beam "
               "search against MarianMTModel.generate, the same weights and settings. torch.compile: one "
               "generation row (`tformer compiled`, its compiling first call apart)."]
