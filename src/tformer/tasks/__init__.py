@@ -55,7 +55,12 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
 
 
 def train(recipe: Any, *, resume: bool = False, progress: bool = True) -> dict:
-    """Run the training function of the recipe's task."""
+    """Run the training function of the recipe's task (after checking that its device is here: a run that
+    cannot start leaves nothing behind)."""
+    from tformer.data.device import resolve_device
+    from tformer.training.distributed import launched_world
+
+    resolve_device(recipe.train.device, local_rank=launched_world().local_rank)
     return TASKS[recipe.task][1](recipe, resume=resume, progress=progress)
 
 

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tformer.config import BertConfig
+from tformer.data.device import device_of, to_device
 from tformer.data.mlm import IGNORE, mask_tokens
 from tformer.data.nsp import collate_pairs, length_batches, make_pairs
 from tformer.data.text import load_text_corpus, read_texts
@@ -190,7 +191,7 @@ class PretrainTask:
         sums = torch.zeros(4)
         tokens = pairs = 0
         for batch in self.valid_batches:
-            sums += torch.stack([x.float() for x in self.losses(model, batch)])
+            sums += torch.stack([x.float() for x in self.losses(model, to_device(batch, device_of(model)))]).cpu()
             tokens, pairs = tokens + int((batch.labels != IGNORE).sum()), pairs + len(batch.ids)
         mlm, nsp = float(sums[0]) / max(tokens, 1), float(sums[1]) / max(pairs, 1)
         return {"valid_loss": mlm + nsp, "mlm_loss": mlm, "mlm_accuracy": float(sums[2]) / max(tokens, 1),

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tformer.config import BertConfig
+from tformer.data.device import device_of, to_device
 from tformer.data.labelled import Labelled, load_bbc_topics, load_sentiment, read_labelled
 from tformer.data.nsp import length_batches
 from tformer.models.bert import BertClassifier
@@ -158,6 +159,7 @@ def make_batches(tokenizer: Any, data: Labelled, config: ClassifyDataConfig) -> 
 def accuracy(model: nn.Module, batches: list[ClassBatch]) -> dict[str, float]:
     nll, correct, count = 0.0, 0, 0
     for batch in batches:
+        batch = to_device(batch, device_of(model))
         logits = model(batch.ids, valid=batch.valid)  # (B, C)
         nll += float(F.cross_entropy(logits, batch.labels, reduction="sum"))
         correct += int((logits.argmax(-1) == batch.labels).sum())

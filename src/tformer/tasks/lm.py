@@ -34,6 +34,7 @@ import torch
 from torch import Tensor, nn
 
 from tformer.config import GPTConfig
+from tformer.data.device import device_of, to_device
 from tformer.data.text import load_text_corpus, read_texts
 from tformer.decoding import generate
 from tformer.models.presets import build_model, preset
@@ -232,6 +233,7 @@ class LMTask:
     def evaluate(self, model: nn.Module) -> dict[str, float]:
         total, count = 0.0, 0
         for batch in self.valid_batches:
+            batch = to_device(batch, device_of(model))
             nll, n = nll_sum(model(batch.inputs), batch.targets, ignore_index=self.tokenizer.pad_id)
             total, count = total + float(nll), count + int(n)
         return {"valid_loss": total / count, "valid_ppl": math.exp(min(total / count, 700.0)),

@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from tformer.config import Seq2SeqConfig
 from tformer.data import collate, limit_lengths, load_bible, read_parallel
 from tformer.data.batching import Batch, TokenBatchSampler
+from tformer.data.device import device_of, to_device
 from tformer.decoding import beam_search, greedy
 from tformer.evaluation import Scores, score_corpus
 from tformer.models.presets import build_model, preset
@@ -138,6 +139,7 @@ class TranslationTask:
     def evaluate(self, model: nn.Module) -> dict[str, float]:
         total, count = 0.0, 0
         for batch in self.valid_batches:
+            batch = to_device(batch, device_of(model))
             nll, n = nll_sum(model(batch.src, batch.tgt_in), batch.tgt_out, ignore_index=self.tokenizer.pad_id)
             total, count = total + float(nll), count + int(n)
         pairs = self.valid_pairs[: self.recipe.data.bleu_sentences]
@@ -190,7 +192,7 @@ def translate(model: nn.Module, tokenizer: BPETokenizer, sentences: list[str], d
     todo = [i for i in order if ids[i]]  # an empty line translates to an empty line
     for start in range(0, len(todo), decode.batch_size):
         chunk = todo[start : start + decode.batch_size]
-        src = _pad([ids[i] for i in chunk], tokenizer.pad_id)
+        src = _pad([ids[i] for i in chunk], tokenizer.pad_id).to(device_of(model))  # (B, S)
         common = dict(max_len_a=decode.max_len_a, max_len_b=decode.max_len_b)
         if decode.beam == 1:
             tokens = greedy(model, src, **common)

@@ -33,6 +33,7 @@ class World:
 
     rank: int = 0
     size: int = 1
+    local_rank: int = 0  # the rank among this machine's processes: which GPU it drives
 
     @property
     def is_main(self) -> bool:
@@ -46,7 +47,9 @@ class World:
 def launched_world() -> World:
     """The world torchrun describes in the environment, or a single process."""
     size = int(os.environ.get("WORLD_SIZE", "1"))
-    return World(int(os.environ.get("RANK", "0")), size) if size > 1 else World()
+    if size == 1:
+        return World()
+    return World(int(os.environ.get("RANK", "0")), size, int(os.environ.get("LOCAL_RANK", "0")))
 
 
 def setup(model: nn.Module, strategy: str) -> tuple[nn.Module, nn.Module, World]:
@@ -60,11 +63,12 @@ def setup(model: nn.Module, strategy: str) -> tuple[nn.Module, nn.Module, World]
         return model, model, world
     if strategy not in STRATEGIES:
         raise ValueError(f"train.distributed={strategy!r} is not allowed; choose one of {', '.join(STRATEGIES)}")
-    on_gpu = next(model.parameters()).is_cuda
+    device = next(model.parameters()).device
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if on_gpu else "gloo")
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     if strategy == "ddp":
-        return nn.parallel.DistributedDataParallel(model), model, world
+        ids = [device.index] if device.type == "cuda" else None
+        return nn.parallel.DistributedDataParallel(model, device_ids=ids), model, world
     from torch.distributed.fsdp import fully_shard
 
     replica = copy.deepcopy(model)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import sys
 import time
@@ -30,6 +31,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from tformer.config import TransformerConfig, to_dict
+from tformer.data.device import device_of, resolve_device, to_device
 from tformer.training import distributed as dist
 from tformer.training.checkpoint import (
     load_config,
@@ -57,6 +59,7 @@ class TrainConfig:
     keep_last: int = 1  # `last` and the keep_last - 1 checkpoints before it (as step-NNNNNNNN/)
     max_bad_steps: int = 5  # steps in a row with a non-finite loss or gradient before the run stops
     distributed: str = "ddp"  # under torchrun: "ddp" (a replica per rank) or "fsdp" (fully sharded)
+    device: str = "auto"  # "auto" (a GPU if torch sees one, else the CPU), "cpu", "cuda" or "cuda:N"
     best_metric: str = "valid_loss"  # chooses the `best` checkpoint; "bleu" and "accuracy" count higher as better
     optim: OptimConfig = field(default_factory=OptimConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
@@ -72,6 +75,8 @@ class TrainConfig:
             raise ValueError(f"train.label_smoothing={self.label_smoothing!r} must be in [0, 1)")
         if self.time_budget_min is not None and not self.time_budget_min > 0:
             raise ValueError(f"train.time_budget_min={self.time_budget_min!r} must be > 0")
+        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", str(self.device)):
+            raise ValueError(f"train.device={self.device!r} is not allowed; use auto, cpu, cuda or cuda:N")
         if self.distributed not in dist.STRATEGIES:
             allowed = ", ".join(dist.STRATEGIES)
             raise ValueError(f"train.distributed={self.distributed!r} is not allowed; choose one of {allowed}")
@@ -104,6 +109,7 @@ def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainCon
     out_dir/metrics.jsonl and the out_dir/last and out_dir/best checkpoints."""
     out_dir = Path(out_dir)
     world = dist.launched_world()
+    model.to(resolve_device(train.device, local_rank=world.local_rank))  # under torchrun: this rank's GPU
     if resume:
         check_resumable(out_dir, config)
         load_weights(model, out_dir / "last")  # before wrapping, so every rank starts from the same weights
@@ -256,13 +262,14 @@ def _step(model: nn.Module, task: Task, micro: list[Any], optimizer: torch.optim
     however the tokens are split. (DDP averages the ranks' gradients, hence the factor world.size.)
     Returns (mean loss, tokens, gradient norm); the optimizer does not step if either is not finite."""
     optimizer.zero_grad(set_to_none=True)
+    device = device_of(model)
     local = sum(task.n_tokens(b) for b in micro)
     total = int(dist.all_sum([float(local)], world)[0])
     loss_sum = 0.0
     for i, batch in enumerate(micro):
         last = i == len(micro) - 1
         with nullcontext() if last or not hasattr(model, "no_sync") else model.no_sync():  # all-reduce once
-            loss = task.loss(model, batch)
+            loss = task.loss(model, to_device(batch, device))
             (loss / total * world.size).backward()
         loss_sum += loss.item()
     loss_sum = dist.all_sum([loss_sum], world)[0]
