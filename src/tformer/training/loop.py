@@ -140,6 +140,8 @@ def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainCon
     last_saved = [state["step"] if resume else None]
 
     def save(name: str) -> None:  # every rank calls it (FSDP gathers); rank 0 writes
+        if name == "last" and last_saved[0] == state["step"] and state["step"] > 0:
+            return  # saved at this step already (an evaluation, then a signal): the same state
         gathered = dist.full_state(model, optimizer)
         ranks_rng = dist.gather_objects(rng_states(), world)
         if world.is_main:
