@@ -24,7 +24,6 @@ import math
 import os
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import NoReturn
@@ -197,6 +196,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
     hyps = translate(model, tokenizer, lines, decode)
     text = "".join(h + "\n" for h in hyps)
     if args.output:
+        from tformer.files import write_atomic
+
         write_atomic(Path(args.output), text)
     else:
         sys.stdout.write(text)
@@ -387,21 +388,6 @@ def read_lines(path: str | None) -> list[str]:
         raise ValueError(f"input file {path} does not exist") from None
     except UnicodeDecodeError as e:
         raise ValueError(f"input file {path} is not UTF-8 (byte {e.start})") from None
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file in the same directory, then rename: never a half-written file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 if __name__ == "__main__":

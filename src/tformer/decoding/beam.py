@@ -153,10 +153,8 @@ def beam_search(model: nn.Module, src: Tensor, *, beam: int = 4, lenpen: float =
             same_sentences = keep.numel() == sentence.numel() and step > 0  # no sentence ended, none expanded
             sentence, scores = sentence[keep], scores[keep]
             index, tokens = rows[keep].flatten(), tokens[keep].flatten()  # (N' * K,)
-            if same_sentences:  # each row stays with its sentence, whose source-side state is the same
-                for cache in caches or []:  # so only the self-attention caches move
-                    cache.self_kv.reorder(index)
-                prefix = prefix.index_select(0, index)
+            if same_sentences:  # each row stays with its sentence: memory, mask and cross caches as they are
+                (prefix,) = reorder_rows(index, caches, prefix, same_sources=True)
             else:
                 prefix, memory, src_valid = reorder_rows(index, caches, prefix, memory, src_valid)
             prefix = torch.cat([prefix, tokens[:, None]], dim=1)  # (N' * K, t + 1)

@@ -81,10 +81,13 @@ def next_log_probs(model: nn.Module, prefix: Tensor, memory: Tensor, src_valid: 
     return log_probs
 
 
-def reorder_rows(index: Tensor, caches: list[LayerCache] | None, *rows: Tensor) -> list[Tensor]:
-    """Keep / repeat / permute decoding rows: caches in place, tensors (N, ...) returned (len(index), ...)."""
+def reorder_rows(index: Tensor, caches: list[LayerCache] | None, *rows: Tensor,
+                 same_sources: bool = False) -> list[Tensor]:
+    """Keep / repeat / permute decoding rows: caches in place, tensors (N, ...) returned (len(index), ...).
+    `same_sources`: every new row reads the same source as the old row in its place (beams permuted within
+    their sentence), so the cross-attention caches stay as they are and only the self-attention ones move."""
     for cache in caches or []:
-        cache.reorder(index)
+        cache.reorder(index, cross=not same_sources)
     return [r.index_select(0, index) for r in rows]
 
 

@@ -69,7 +69,9 @@ class LayerCache:
         self.self_kv = self_kv
         self.cross_kv = cross_kv
 
-    def reorder(self, index: Tensor) -> None:
+    def reorder(self, index: Tensor, *, cross: bool = True) -> None:
+        """Keep the batch rows `index`; `cross=False` leaves the cross-attention keys/values alone (when
+        every new row reads the same source as the old row in its place)."""
         self.self_kv.reorder(index)
-        if self.cross_kv is not None:
+        if cross and self.cross_kv is not None:
             self.cross_kv.reorder(index)

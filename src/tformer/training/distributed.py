@@ -100,21 +100,13 @@ def shard(batches: list[Any], world: World) -> list[Any]:
     return batches[world.rank :: world.size]
 
 
-def all_sum(values: list[float], world: World) -> list[float]:
-    """Element-wise sum over the ranks (the values themselves on a single process)."""
+def all_reduce(values: list[float], world: World, *, op: str = "sum") -> list[float]:
+    """Element-wise sum (op="sum") or maximum (op="max") over the ranks; the values themselves on a single
+    process."""
     if not world.is_distributed:
         return values
     t = torch.tensor(values, dtype=torch.float64)
-    dist.all_reduce(t)
-    return t.tolist()
-
-
-def all_max(values: list[float], world: World) -> list[float]:
-    """Element-wise maximum over the ranks (the values themselves on a single process)."""
-    if not world.is_distributed:
-        return values
-    t = torch.tensor(values, dtype=torch.float64)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    dist.all_reduce(t, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX)
     return t.tolist()
 
 
@@ -187,5 +179,5 @@ def teardown(world: World) -> None:
         dist.destroy_process_group()
 
 
-__all__ = ["STRATEGIES", "World", "all_max", "all_sum", "barrier", "full_state", "gather_objects", "launched_world",
+__all__ = ["STRATEGIES", "World", "all_reduce", "barrier", "full_state", "gather_objects", "launched_world",
            "load_optimizer_state", "refresh", "setup", "shard", "teardown"]

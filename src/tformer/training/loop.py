@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
+import shutil
 import signal
 import sys
 import time
@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 from tformer.config import TransformerConfig, to_dict
 from tformer.data.device import device_of, resolve_device, to_device
+from tformer.files import write_atomic
 from tformer.training import distributed as dist
 from tformer.training.checkpoint import (
     load_config,
@@ -123,41 +124,11 @@ def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainCon
         state.update(_restore(out_dir / "last", model, optimizer, scheduler, train, world))
     log = Logger(out_dir, resume_at=state["step"] if resume else None) if world.is_main else None
     if world.is_main and recipe is not None:
-        _write_atomic(out_dir / "recipe.yaml", yaml.safe_dump(to_dict(recipe), sort_keys=False))
-    epoch_batches = task.batches(state["epoch"])
-
-    def next_batches(n: int) -> list[Any]:
-        nonlocal epoch_batches
-        taken = []
-        while len(taken) < n:
-            if state["batch"] >= len(epoch_batches):
-                state["epoch"], state["batch"] = state["epoch"] + 1, 0
-                epoch_batches = task.batches(state["epoch"])
-            taken.append(epoch_batches[state["batch"]])
-            state["batch"] += 1
-        return taken
-
-    last_saved = [state["step"] if resume else None]
-
-    def save(name: str) -> None:  # every rank calls it (FSDP gathers); rank 0 writes
-        if name == "last" and last_saved[0] == state["step"] and state["step"] > 0:
-            return  # saved at this step already (an evaluation, then a signal): the same state
-        gathered = dist.full_state(model, optimizer)
-        ranks_rng = dist.gather_objects(rng_states(), world)
-        if world.is_main:
-            keep = None
-            if name == "last" and train.keep_last > 1 and last_saved[0] is not None:
-                keep = out_dir / f"step-{last_saved[0]:08d}"
-            save_checkpoint(out_dir / name, model=whole, config=config, optimizer=optimizer,
-                            scheduler=scheduler, state={**state, "world_rng": ranks_rng}, tokenizer=tokenizer,
-                            keep_previous_as=keep, model_state=gathered and gathered[0],
-                            optimizer_state=gathered and gathered[1])
-            if name == "last":
-                _prune(out_dir, train.keep_last - 1)
-        if name == "last":
-            last_saved[0] = state["step"]
-        dist.barrier(world)
-
+        write_atomic(out_dir / "recipe.yaml", yaml.safe_dump(to_dict(recipe), sort_keys=False))
+    data = EpochReader(task, state)
+    checkpoints = Checkpoints(out_dir, model=model, whole=whole, optimizer=optimizer, scheduler=scheduler,
+                              config=config, tokenizer=tokenizer, train=train, world=world,
+                              last_step=state["step"] if resume else None)
     bar = tqdm(total=train.max_steps, initial=state["step"], disable=not (progress and world.is_main),
                dynamic_ncols=True)
     started, tokens_seen, window_start = time.perf_counter() - state["elapsed"], 0, time.perf_counter()
@@ -165,7 +136,7 @@ def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainCon
     model.train()
     with Interrupts() as stop:
         while state["step"] < train.max_steps:
-            micro = dist.shard(next_batches(train.accum_steps * world.size), world)
+            micro = dist.shard(data.take(train.accum_steps * world.size), world)
             mean_loss, total, grad_norm = _step(model, task, micro, optimizer, clip_norm=train.optim.clip_norm,
                                                 world=world)
             if not (math.isfinite(mean_loss) and math.isfinite(grad_norm)):
@@ -188,19 +159,19 @@ def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainCon
                 bar.set_postfix(loss=f"{mean_loss:.3f}", lr=f"{record['lr']:.2e}", tok_s=f"{rate:.0f}")
             out_of_time = train.time_budget_min is not None and state["elapsed"] >= 60 * train.time_budget_min
             # the ranks agree on stopping (one clock and one signal decide for all)
-            out_of_time, signum = dist.all_max([float(out_of_time), float(stop.signal or 0)], world)
+            out_of_time, signum = dist.all_reduce([float(out_of_time), float(stop.signal or 0)], world, op="max")
             done = state["step"] == train.max_steps or bool(out_of_time)
             if state["step"] % train.eval_every == 0 or done:
                 dist.refresh(whole, model)
-                _evaluate(whole, task, train, state, log, save)
+                _evaluate(whole, task, train, state, log, checkpoints)
                 model.train()
                 window_start = time.perf_counter()  # tokens/s counts training time only
             elif train.save_every is not None and state["step"] % train.save_every == 0:
-                save("last")
+                checkpoints.save("last", state)
             if done:
                 break
             if signum:
-                save("last")
+                checkpoints.save("last", state)
                 state["interrupted"] = signal.Signals(int(signum)).name
                 break
     bar.close()
@@ -209,6 +180,58 @@ def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainCon
     dist.teardown(world)
     model.eval()
     return state
+
+
+class EpochReader:
+    """The loop's position in the data order, kept in `state` (epoch, batch index within it) so that a
+    checkpoint records it: `take(n)` returns the next n micro-batches, running into the next epoch."""
+
+    def __init__(self, task: Task, state: dict[str, Any]) -> None:
+        self.task, self.state = task, state
+        self.batches = task.batches(state["epoch"])
+
+    def take(self, n: int) -> list[Any]:
+        taken, state = [], self.state
+        while len(taken) < n:
+            if state["batch"] >= len(self.batches):
+                state["epoch"], state["batch"] = state["epoch"] + 1, 0
+                self.batches = self.task.batches(state["epoch"])
+            taken.append(self.batches[state["batch"]])
+            state["batch"] += 1
+        return taken
+
+
+class Checkpoints:
+    """out_dir/last and out_dir/best for the loop. Every rank calls `save` (FSDP gathers the shards there);
+    rank 0 writes. `last` is written at most once a step; with train.keep_last > 1 the checkpoint it
+    replaces is kept as step-NNNNNNNN/ and the oldest beyond keep_last are deleted."""
+
+    def __init__(self, out_dir: Path, *, model: nn.Module, whole: nn.Module, optimizer: torch.optim.Optimizer,
+                 scheduler: torch.optim.lr_scheduler.LRScheduler, config: TransformerConfig, tokenizer: Any,
+                 train: TrainConfig, world: dist.World, last_step: int | None) -> None:
+        self.out_dir, self.model, self.whole = out_dir, model, whole
+        self.optimizer, self.scheduler = optimizer, scheduler
+        self.config, self.tokenizer, self.train, self.world = config, tokenizer, train, world
+        self.last_step = last_step  # the step `last` holds (None: none written by this run or its predecessor)
+
+    def save(self, name: str, state: dict[str, Any]) -> None:
+        if name == "last" and self.last_step == state["step"]:
+            return  # saved at this step already (an evaluation, then a signal): the same state
+        gathered = dist.full_state(self.model, self.optimizer)
+        ranks_rng = dist.gather_objects(rng_states(), self.world)
+        if self.world.is_main:
+            keep = None
+            if name == "last" and self.train.keep_last > 1 and self.last_step is not None:
+                keep = self.out_dir / f"step-{self.last_step:08d}"
+            save_checkpoint(self.out_dir / name, model=self.whole, config=self.config, optimizer=self.optimizer,
+                            scheduler=self.scheduler, state={**state, "world_rng": ranks_rng},
+                            tokenizer=self.tokenizer, keep_previous_as=keep,
+                            model_state=gathered and gathered[0], optimizer_state=gathered and gathered[1])
+            if name == "last":
+                _prune(self.out_dir, self.train.keep_last - 1)
+        if name == "last":
+            self.last_step = state["step"]
+        dist.barrier(self.world)
 
 
 def check_resumable(out_dir: Path, config: TransformerConfig) -> None:
@@ -266,7 +289,7 @@ def _step(model: nn.Module, task: Task, micro: list[Any], optimizer: torch.optim
     optimizer.zero_grad(set_to_none=True)
     device = device_of(model)
     local = sum(task.n_tokens(b) for b in micro)
-    total = int(dist.all_sum([float(local)], world)[0])
+    total = int(dist.all_reduce([float(local)], world)[0])
     loss_sum = 0.0
     for i, batch in enumerate(micro):
         last = i == len(micro) - 1
@@ -274,7 +297,7 @@ def _step(model: nn.Module, task: Task, micro: list[Any], optimizer: torch.optim
             loss = task.loss(model, to_device(batch, device))
             (loss / total * world.size).backward()
         loss_sum += loss.item()
-    loss_sum = dist.all_sum([loss_sum], world)[0]
+    loss_sum = dist.all_reduce([loss_sum], world)[0]
     grad_norm = _clip(model, clip_norm)
     if math.isfinite(loss_sum) and math.isfinite(grad_norm):
         optimizer.step()
@@ -295,7 +318,7 @@ def _report_bad_step(bad_steps: list[int], loss: float, grad_norm: float, train:
 
 
 def _evaluate(model: nn.Module, task: Task, train: TrainConfig, state: dict, log: Logger | None,
-              save: Any) -> None:
+              checkpoints: Checkpoints) -> None:
     """Every rank evaluates the whole model (identical metrics, so that the ranks agree on `best`)."""
     model.eval()
     metrics = task.evaluate(model)
@@ -307,8 +330,8 @@ def _evaluate(model: nn.Module, task: Task, train: TrainConfig, state: dict, log
         sign = 1.0 if train.best_metric in HIGHER_IS_BETTER else -1.0
         if state["best"] is None or sign * value > sign * state["best"]:
             state["best"] = value
-            save("best")
-    save("last")
+            checkpoints.save("best", state)
+    checkpoints.save("last", state)
 
 
 def _clip(model: nn.Module, clip_norm: float | None) -> float:
@@ -322,18 +345,9 @@ def _clip(model: nn.Module, clip_norm: float | None) -> float:
 
 def _prune(out_dir: Path, keep: int) -> None:
     """Delete all but the newest `keep` of out_dir/step-NNNNNNNN/."""
-    import shutil
-
     old = sorted(out_dir.glob("step-[0-9]*"))
     for path in old[: max(len(old) - keep, 0)]:
         shutil.rmtree(path, ignore_errors=True)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 class Logger:
@@ -346,7 +360,7 @@ class Logger:
         path = out_dir / "metrics.jsonl"
         if resume_at is not None and path.is_file():
             kept = [line for line in path.read_text().splitlines(keepends=True) if _logged_step(line) <= resume_at]
-            _write_atomic(path, "".join(kept))
+            write_atomic(path, "".join(kept))
         self.file = open(path, "a" if resume_at is not None else "w")  # noqa: SIM115
         try:
             from torch.utils.tensorboard import SummaryWriter

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -44,29 +43,14 @@ def output_format(path: str | os.PathLike) -> str:
 
 
 def write_atomic(path: str | os.PathLike, data: bytes) -> Path:
-    """Write `data` to `path` via a temporary file in the same directory and a rename, so a failure never
-    leaves a half-written file; returns the path. An OSError (a read-only directory, a full disk) becomes a
+    """`tformer.files.write_atomic`, with an OSError (a read-only directory, a full disk) turned into a
     one-line ValueError naming the path."""
-    path = Path(path)
-    tmp = None
+    from tformer.files import write_atomic as write
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # the permissions of an ordinary new file, not mkstemp's 0600
-        os.replace(tmp, path)
-    except BaseException as e:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        if isinstance(e, OSError):
-            raise ValueError(f"cannot write {path}: {e.strerror or e}") from None
-        raise
-    return path
+        return write(path, data)
+    except OSError as e:
+        raise ValueError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 def save_figure(fig: Figure, path: str | os.PathLike, *, dpi: int = DPI) -> Path:
