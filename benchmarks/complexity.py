@@ -45,8 +45,6 @@ import os
 import platform
 import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -58,6 +56,9 @@ from torch import Tensor, nn
 
 from tformer.config import BertConfig, GPTConfig
 from tformer.models.stacks import build_mixer
+
+sys.path.insert(0, str(Path(__file__).parent))
+from machine import seconds  # noqa: E402  (benchmarks/machine.py: wall time of one call, queue drained)
 
 KINDS = ("sdpa", "eager", "lstm", "conv", "windowed", "sparse", "lowrank", "linear", "lsh", "ssm")
 DEFAULTS = dict(n=[2**i for i in range(8, 16)], d=256, d_sweep=[64, 128, 256, 512, 1024], d_n=2048, reps=3,
@@ -187,19 +188,6 @@ def build(kind: str, args: argparse.Namespace, *, n: int, d: int) -> tuple[nn.Mo
 # --- measuring one point -----------------------------------------------------------------------------
 
 
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def timed(fn: Callable[[], object], device: torch.device) -> float:
-    sync(device)
-    start = time.perf_counter()
-    fn()
-    sync(device)
-    return time.perf_counter() - start
-
-
 def forward_backward(layer: nn.Module, x: Tensor, causal: bool) -> None:
     layer.zero_grad(set_to_none=True)
     x.grad = None
@@ -252,9 +240,9 @@ def measure(layer: nn.Module, causal: bool, *, n: int, d: int, args: argparse.Na
     device = torch.device(args.device)
     layer.train()
     x = torch.randn(args.batch, n, d, device=device, requires_grad=True)  # (B, n, d)
-    warmup = timed(lambda: forward_backward(layer, x, causal), device)
+    warmup = seconds(lambda: forward_backward(layer, x, causal), device)
     reps = 1 if warmup > args.budget else args.reps
-    times = [timed(lambda: forward_backward(layer, x, causal), device) for _ in range(reps)]
+    times = [seconds(lambda: forward_backward(layer, x, causal), device) for _ in range(reps)]
     memory = peak_bytes(layer, x, causal, device)
     return dict(time_s=statistics.median(times), times_s=times, warmup_s=warmup, memory_bytes=memory)
 
@@ -325,7 +313,7 @@ def per_token(kind: str, args: argparse.Namespace) -> dict:
     with torch.inference_mode():
         for name, fn in calls.items():
             fn()  # warm-up
-            out[name + "_per_token"] = statistics.median(timed(fn, device) for _ in range(args.reps)) / n
+            out[name + "_per_token"] = statistics.median(seconds(fn, device) for _ in range(args.reps)) / n
     return out
 
 
