@@ -43,6 +43,7 @@ from tformer.training.checkpoint import (
     set_rng_states,
 )
 from tformer.training.interrupts import Interrupts
+from tformer.training.memory import keep_freed_memory
 from tformer.training.optim import OptimConfig, build_optimizer
 from tformer.training.schedules import ScheduleConfig, build_scheduler
 
@@ -109,6 +110,7 @@ def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainCon
     name if SIGINT or SIGTERM stopped it). Writes out_dir/recipe.yaml (the `recipe` dataclass, if given),
     out_dir/metrics.jsonl and the out_dir/last and out_dir/best checkpoints."""
     out_dir = Path(out_dir)
+    keep_freed_memory()  # every step reuses the pages of the step before (see memory.py)
     world = dist.launched_world()
     model.to(resolve_device(train.device, local_rank=world.local_rank))  # under torchrun: this rank's GPU
     if resume:
