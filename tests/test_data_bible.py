@@ -81,6 +81,30 @@ def test_other_pairs() -> None:
     assert len(load_bible("test", src="de", tgt="fr")) == 1_005  # Acts 24:7 is in both
 
 
+def test_more_sources_add_versions_of_the_training_books_only(splits: dict) -> None:
+    train = load_bible("train", more_sources=("kjv", "bbe"))
+    assert train[: SIZES["train"]] == splits["train"]  # WEB first, unchanged
+    kjv = train[SIZES["train"] :]
+    assert kjv[0] == ("In the beginning God created the heaven and the earth.", splits["train"][0][1])
+    assert any(s.startswith("For God had such love for the world") for s, _ in kjv)  # BBE, John 3:16
+    targets = {t for _, t in splits["train"]}
+    assert all(t in targets for _, t in kjv)  # the same Elberfelder verses, no held-out book
+    assert not {t for _, t in splits["test"]} & {t for _, t in kjv}
+    assert not {t for _, t in splits["validation"]} & {t for _, t in kjv}
+
+
+@pytest.mark.parametrize(("more", "split", "message"), [
+    (("schlachter",), "train", "'schlachter' is not another version of the source language 'en'"),
+    (("web",), "train", "'web' is not another version"),
+    (("kjv", "kjv"), "train", "or is named twice"),
+    (("nope",), "train", "Bible version 'nope' is not in the corpus; choose one of web, kjv"),
+    (("kjv",), "test", "more_sources apply to the train split only, not 'test'"),
+])
+def test_more_sources_refused(more: tuple, split: str, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        load_bible(split, more_sources=more)
+
+
 def test_bad_arguments() -> None:
     with pytest.raises(ValueError, match="split='dev' is not allowed"):
         load_bible("dev")

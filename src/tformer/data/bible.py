@@ -11,6 +11,11 @@ after the previous verse, move to the psalm's verse 1 where the other two transl
 dropped when either side is empty, a placeholder for a verse the translation omits, or a known misplaced
 verse. With the default en->de this leaves train 29,660, validation 433, test 1,004 pairs (of 29,662, 433
 and 1,007 verses).
+
+The database holds several versions of one language, so the training books can give more pairs than one
+per verse: `load_bible("train", more_sources=("kjv", "bbe"))` adds (KJV verse, target verse) and (BBE verse,
+target verse) to the (WEB verse, target verse) pairs. Validation and test stay the default versions, and no
+version of Acts or Romans enters training.
 """
 
 from __future__ import annotations
@@ -33,17 +38,23 @@ VALIDATION_BOOK = 45  # Romans
 
 @dataclass(frozen=True)
 class Translation:
-    """One translation in bible.db: its code there (`bbName`) and its name."""
+    """One translation in bible.db: its code there (`bbName`), its name and its language."""
 
     code: str
     name: str
+    lang: str
 
 
-LANGUAGES = {
-    "en": Translation(code="4", name="World English Bible"),
-    "de": Translation(code="e", name="Elberfelder 1932"),
-    "fr": Translation(code="l", name="Louis Segond 1910"),
+VERSIONS = {
+    "web": Translation(code="4", name="World English Bible", lang="en"),
+    "kjv": Translation(code="k", name="King James Version", lang="en"),
+    "bbe": Translation(code="3", name="Bible in Basic English", lang="en"),
+    "kj2000": Translation(code="2", name="King James 2000", lang="en"),
+    "elberfelder": Translation(code="e", name="Elberfelder 1932", lang="de"),
+    "schlachter": Translation(code="s", name="Schlachter 1951", lang="de"),
+    "segond": Translation(code="l", name="Louis Segond 1910", lang="fr"),
 }
+LANGUAGES = {"en": VERSIONS["web"], "de": VERSIONS["elberfelder"], "fr": VERSIONS["segond"]}  # the defaults
 
 # Verses a translation leaves out of its text, filled by the database with a note instead.
 _PLACEHOLDER = re.compile(
@@ -128,24 +139,32 @@ def _translation(lang: str) -> Translation:
     return LANGUAGES[lang]
 
 
-def _read_translation(db: sqlite3.Connection, lang: str) -> Verses:
-    """Every verse of one translation, cleaned; '' where the translation has no text for it."""
-    code = _translation(lang).code
+def _version(name: str) -> Translation:
+    if name not in VERSIONS:
+        raise ValueError(f"Bible version {name!r} is not in the corpus; choose one of {', '.join(VERSIONS)}")
+    return VERSIONS[name]
+
+
+def _read_translation(db: sqlite3.Connection, lang: str, version: Translation | None = None) -> Verses:
+    """Every verse of one translation (`version`, default: the language's), cleaned; '' where the
+    translation has no text for it."""
+    version = version or _translation(lang)
+    code = version.code
     rows = db.execute("SELECT bNumber, cNumber, vNumber, vText FROM bible WHERE bbName = ?", (code,))
     verses = {(b, c, v): text for b, c, v, text in rows if (code, b, c, v) not in _MISPLACED}
-    if lang == "en":
+    if version == VERSIONS["web"]:
         _move_psalm_headings(verses)
-    elif lang == "de":
+    elif version == VERSIONS["elberfelder"]:
         _unbracket_psalm_titles(verses)
     return {key: clean_verse(text, lang=lang) for key, text in verses.items()}
 
 
 @lru_cache(maxsize=8)
-def _aligned(src: str, tgt: str) -> tuple[tuple[int, str, str], ...]:
+def _aligned(src: str, tgt: str, src_version: Translation | None = None) -> tuple[tuple[int, str, str], ...]:
     """(book, source, target) for every verse both translations have, in canonical order."""
     db = sqlite3.connect(f"{bible_db_path().as_uri()}?mode=ro", uri=True)
     try:
-        src_verses, tgt_verses = _read_translation(db, src), _read_translation(db, tgt)
+        src_verses, tgt_verses = _read_translation(db, src, src_version), _read_translation(db, tgt)
     finally:
         db.close()
     keys = sorted(src_verses.keys() & tgt_verses.keys())
@@ -153,18 +172,28 @@ def _aligned(src: str, tgt: str) -> tuple[tuple[int, str, str], ...]:
                  if src_verses[key] and tgt_verses[key])
 
 
-def load_bible(split: str, *, src: str = "en", tgt: str = "de") -> list[Pair]:
+def load_bible(split: str, *, src: str = "en", tgt: str = "de", more_sources: tuple[str, ...] = ()) -> list[Pair]:
     """Cleaned (source, target) verse pairs of one split: "train", "validation" (Romans) or "test" (Acts).
 
-    Languages: "en" World English Bible, "de" Elberfelder 1932, "fr" Louis Segond 1910.
+    Languages: "en" World English Bible, "de" Elberfelder 1932, "fr" Louis Segond 1910. `more_sources`
+    (train only) names further versions of the source language (`VERSIONS`: kjv, bbe, kj2000 for en), each
+    adding its verses of the training books paired with the same target verses.
     """
     if split not in SPLITS:
         raise ValueError(f"split={split!r} is not allowed; choose one of {', '.join(SPLITS)}")
     if src == tgt:
         raise ValueError(f"source and target language are both {src!r}")
     _translation(src), _translation(tgt)  # fail on a bad name before reading the database
-    pairs = _aligned(src, tgt)
+    extra = [_version(name) for name in more_sources]
+    for name, version in zip(more_sources, extra, strict=True):
+        if version.lang != src or version == LANGUAGES[src] or more_sources.count(name) > 1:
+            others = ", ".join(k for k, v in VERSIONS.items() if v.lang == src and v != LANGUAGES[src])
+            raise ValueError(f"more_sources: {name!r} is not another version of the source language {src!r} "
+                             f"(or is named twice); choose from {others}")
+    if extra and split != "train":
+        raise ValueError(f"more_sources apply to the train split only, not {split!r}")
     if split == "train":
-        return [(s, t) for book, s, t in pairs if book not in (TEST_BOOK, VALIDATION_BOOK)]
+        return [(s, t) for version in (None, *extra) for book, s, t in _aligned(src, tgt, version)
+                if book not in (TEST_BOOK, VALIDATION_BOOK)]
     held_out = TEST_BOOK if split == "test" else VALIDATION_BOOK
-    return [(s, t) for book, s, t in pairs if book == held_out]
+    return [(s, t) for book, s, t in _aligned(src, tgt) if book == held_out]

@@ -39,6 +39,7 @@ class DataConfig:
     train: str | None = None  # files: a .tsv, a .jsonl, or two line-aligned files "a.en,a.de"
     valid: str | None = None
     test: str | None = None
+    more_sources: list[str] = field(default_factory=list)  # bible: other source versions of the training books
     vocab_size: int = 8000  # joint BPE over both sides of the training split
     max_len: int = 128  # tokens per side; longer training pairs are dropped
     max_tokens: int = 4096  # token budget of one micro-batch (padded size)
@@ -47,6 +48,8 @@ class DataConfig:
     def __post_init__(self) -> None:
         if self.corpus not in ("bible", "files"):
             raise ValueError(f"data.corpus={self.corpus!r} is not allowed; choose bible or files")
+        if self.more_sources and self.corpus != "bible":
+            raise ValueError(f"data.more_sources={self.more_sources!r} needs data.corpus='bible'")
         if self.corpus == "files" and not (self.train and self.valid):
             raise ValueError("data.corpus='files' needs data.train and data.valid (paths to .tsv, .jsonl or 'a,b')")
         for name in ("vocab_size", "max_len", "max_tokens"):
@@ -90,7 +93,9 @@ def load_split(data: DataConfig, split: str) -> list[tuple[str, str]]:
     if split not in SPLITS:
         raise ValueError(f"split {split!r} is not one of {', '.join(SPLITS)}")
     if data.corpus == "bible":
-        return load_bible("validation" if split == "valid" else split, src=data.src, tgt=data.tgt)
+        if split != "train":
+            return load_bible("validation" if split == "valid" else split, src=data.src, tgt=data.tgt)
+        return load_bible("train", src=data.src, tgt=data.tgt, more_sources=tuple(data.more_sources))
     spec = getattr(data, split)
     if spec is None:
         raise ValueError(f"data.{split} is not set; give a .tsv, .jsonl or 'src_file,tgt_file' path")
