@@ -9,7 +9,7 @@ Contenders (each of our models is written with `tformer.to_hf` and read back, so
 weights; dropout 0 everywhere, so the work is equal):
     gpt      tformer GPT | GPT2LMHeadModel, attn_implementation "eager" and "sdpa"       batch 8 x 256
     bert     tformer BertForPretraining | BertForPreTraining (its default attention)    batch 8 x 256
-    seq2seq  tformer EncoderDecoder | torch.nn.Transformer (translate_baseline.py's wrapper, our weights
+    seq2seq  tformer EncoderDecoder | torch.nn.Transformer (torch_transformer.py's wrapper, our weights
              copied in; it keeps its two final LayerNorms) | MarianMTModel             batch 16 x 64 (+ 64)
 A step = forward, cross-entropy (computed here alike for all; BERT: masked-LM on 15% of the positions +
 next-sentence), backward, `torch.optim.AdamW`, fused (as both libraries' trainers run it). tokens/s counts
@@ -120,7 +120,7 @@ def bert_loss(mlm: Tensor, nsp: Tensor, b: dict[str, Tensor]) -> Tensor:
 
 
 def copy_into_torch(ours: nn.Module, baseline: nn.Module) -> None:
-    """Our EncoderDecoder's weights into translate_baseline's `TorchBaseline`; its final norms stay at
+    """Our EncoderDecoder's weights into torch_transformer's `TorchBaseline`; its final norms stay at
     their init (identity on a LayerNorm's output, up to eps)."""
     sd = ours.state_dict()
     out = {"tokens.weight": sd["tgt_embed.tokens.weight"], "lm_head.weight": sd["lm_head.weight"]}
@@ -167,7 +167,7 @@ def contenders(family: str, config: tformer.config.TransformerConfig,
             return {"tformer": (ours, lambda: bert_loss(*ours(b["x"], segments=b["segments"]), b)),
                     "BertForPreTraining": (hf, hf_bert)}
         hf = transformers.MarianMTModel.from_pretrained(tmp)
-    baseline = sibling("translate_baseline").TorchBaseline(config)
+    baseline = sibling("torch_transformer").TorchBaseline(config)
     copy_into_torch(ours, baseline)
     mask = torch.ones_like(b["src"])
     return {"tformer": (ours, lambda: lm_loss(ours(b["src"], b["x"]), b)),

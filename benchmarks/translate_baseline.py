@@ -1,165 +1,196 @@
-"""The honest baseline: `torch.nn.Transformer` trained on exactly the job a tformer translation run did,
-and both scored side by side.
+"""The honest baseline: Hugging Face `MarianMTModel` of our run's sizes, trained from scratch as a user
+would, on the same job for the same time; both scored side by side.
 
-    python benchmarks/translate_baseline.py --run runs/demo [--steps N] [--limit N] [--out-dir DIR]
+    python benchmarks/translate_baseline.py --run runs/demo [--minutes M] [--limit N] [--out-dir DIR]
 
-What is the same: the recipe (RUN/recipe.yaml), the tokenizer (RUN/last/tokenizer), the data and its
-batches (the same `TranslationTask`, the same seed), the model sizes (`model_config`), the optimizer, the
-schedule, label smoothing and clipping (the same `TrainConfig`, through the same `fit`), the number of
-optimizer steps (those our run did, from RUN/metrics.jsonl), the evaluations and the choice of the `best`
-checkpoint (the recipe's eval_every and best_metric), and the test decoding (greedy, the recipe's length
-limits). What differs is the model: `nn.Transformer`'s layers instead of ours, with the embeddings,
-sinusoidal positions and tied output projection around them built as ours are. `nn.Transformer` adds a
-final LayerNorm to its encoder and its decoder (2 * 2d parameters more than a post-LN tformer model); it
-stays, as users would run it. It has no KV cache: decoding re-runs the whole prefix at every step.
+The same: the data and batches (`TranslationTask` from RUN/recipe.yaml: seed, order, accum_steps), the
+tokenizer (RUN/best/tokenizer, else RUN/last's), the sizes and shape (`marian_config`: width, layers, heads,
+feed-forward, vocabulary, special ids, post-LN, sqrt(d)-scaled sinusoidal embeddings shared by encoder,
+decoder and output, the recipe's dropouts), label smoothing (torch's convention, as ours), clipping at 1.0,
+the machine (train.device), the time budget (train.time_budget_min, or --minutes), and the scoring: the
+recipe's beam, lenpen, max_len_a/b and decode.batch_size over length-sorted test sentences, detokenized by
+our tokenizer, sacrebleu via `score_corpus`. Ours is RUN/best (else RUN/last) via `evaluate_checkpoint`.
 
-Training tokens/s come from each run's metrics.jsonl (the median of the logged windows); they compare
-only when both runs had the same machine to themselves.
+What differs, as a transformers user would have it: AdamW (lr 5e-4, weight decay 0.01, betas 0.9/0.999)
+in `get_linear_schedule_with_warmup`'s shape: the recipe's warm-up steps, then linear decay to 0 when the
+time budget (or --max-steps) runs out, as a budget's step count is not known in advance. HF's init (normal,
+std 0.02; ours Xavier); the split sinusoid layout; one `dropout` for embeddings and residuals (the recipe's
+residual one). Marian's loop does no evaluations (ours spends part of its budget on them) and is scored at
+its last step (ours at its best evaluation). The same trainable parameters; Marian also holds its two
+sinusoid tables as frozen parameters (2 * max_len * d) and a zero `final_logits_bias` buffer (V). Beam
+search: `early_stopping="never"` is our stopping rule (tested: the same weights decode alike); `generate`
+takes one length limit a batch, the longest sentence's a * n + b, where ours limits each sentence.
 
-Writes OUT_DIR (default: RUN/../<run name>-torch-baseline) with the baseline's metrics.jsonl, last/ and
-best/ checkpoints (config.yaml names the model TorchBaseline, so `tformer translate` cannot load it; this
-script can), and OUT_DIR/comparison.json; prints a Markdown table.
+Writes OUT_DIR (default RUN/../<run name>-marian): the model (`save_pretrained`) and comparison.json;
+prints a Markdown table. Target tokens/s: the median over windows of log_every steps, as our loop logs.
 
-B batch, S source length, T target length, d width, V vocabulary.
+B batch, S source length, T target length, V vocabulary.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import itertools
 import json
-import math
 import statistics
 import sys
-import warnings
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
+from tqdm import tqdm
 
 from tformer.config import Seq2SeqConfig
+from tformer.data.batching import Batch
+from tformer.data.device import resolve_device, to_device
 from tformer.evaluation import score_corpus
-from tformer.nn.positions import sinusoid_table
+from tformer.interop.hf import ACTIVATIONS_TO_HF
+from tformer.models.presets import build_model
 from tformer.tasks import load_recipe
 from tformer.tasks.translation import (
     DecodeConfig,
     TranslationRecipe,
     TranslationTask,
-    load_split,
-    load_translator,
+    evaluate_checkpoint,
     model_config,
-    translate,
 )
 from tformer.tokenization.bpe import BPETokenizer
-from tformer.training.checkpoint import load_training_state, load_weights, tokenizer_dir
-from tformer.training.loop import fit
+from tformer.training.checkpoint import tokenizer_dir
 
-TORCH_ACTIVATIONS = ("relu", "gelu")
+LR, WEIGHT_DECAY, CLIP_NORM = 5e-4, 0.01, 1.0
 
 
-def check_supported(config: Seq2SeqConfig) -> None:
-    """A ValueError naming each part of `config` that `nn.Transformer` cannot express."""
-    problems = []
-    if config.norm.kind != "layernorm":
-        problems.append(f"norm.kind={config.norm.kind!r} (nn.Transformer has LayerNorm only)")
-    if config.activation not in TORCH_ACTIVATIONS:
-        problems.append(f"activation={config.activation!r} (allowed: {', '.join(TORCH_ACTIVATIONS)})")
-    if config.positions.kind != "sinusoidal":
-        problems.append(f"positions.kind={config.positions.kind!r} (the baseline adds sinusoids only)")
-    if config.n_kv_heads != config.n_heads or config.head_dim * config.n_heads != config.d_model:
-        problems.append("n_kv_heads / head_dim other than n_heads / d_model // n_heads")
-    if not config.shared_vocab:
-        problems.append("src_vocab_size (the baseline shares one vocabulary)")
+def marian_config(config: Seq2SeqConfig) -> Any:
+    """transformers.MarianConfig of `config`'s sizes; a ValueError naming each part Marian cannot express."""
+    from transformers import MarianConfig
+
+    problems = [what for bad, what in [
+        (config.norm.kind != "layernorm" or config.norm.placement != "post" or config.norm.final,
+         "norm (Marian is post-LN with LayerNorm and no final norm)"),
+        (config.activation not in ACTIVATIONS_TO_HF, f"activation={config.activation!r}"),
+        (config.positions.kind != "sinusoidal", f"positions.kind={config.positions.kind!r}"),
+        (config.n_kv_heads != config.n_heads or config.head_dim * config.n_heads != config.d_model,
+         "n_kv_heads / head_dim other than n_heads / d_model // n_heads"),
+        (not (config.shared_vocab and config.tie_embeddings and config.bias and not config.output_bias),
+         "src_vocab_size, tie_embeddings, bias or output_bias (Marian shares and ties one embedding, has "
+         "biases, and its output bias is a zero buffer)"),
+    ] if bad]
     if problems:
-        raise ValueError("nn.Transformer cannot express " + "; ".join(problems))
+        raise ValueError("MarianMTModel cannot express " + "; ".join(problems))
+    return MarianConfig(
+        vocab_size=config.vocab_size, d_model=config.d_model, max_position_embeddings=config.max_len,
+        encoder_layers=config.n_layers, decoder_layers=config.n_decoder_layers,
+        encoder_attention_heads=config.n_heads, decoder_attention_heads=config.n_heads,
+        encoder_ffn_dim=config.d_ff, decoder_ffn_dim=config.d_ff,
+        activation_function=ACTIVATIONS_TO_HF[config.activation],
+        dropout=config.dropout.residual, attention_dropout=config.dropout.attention,
+        activation_dropout=config.dropout.activation, scale_embedding=config.scale_embeddings,
+        pad_token_id=config.pad_id, eos_token_id=config.eos_id, decoder_start_token_id=config.decoder_start_id,
+        forced_eos_token_id=None, share_encoder_decoder_embeddings=True, tie_word_embeddings=True,
+    )
 
 
-class TorchBaseline(nn.Module):
-    """`nn.Transformer` behind tformer's encoder-decoder interface (`config`, `encode`, `decode`,
-    `new_caches`, forward(src, tgt) -> logits), so that tformer's task, loop and greedy decoding run it.
-
-    Around it, as in `EncoderDecoder`: one token embedding shared by source and target, times sqrt(d),
-    plus the same sinusoids, then dropout; an output projection tied to the embedding. Dropout follows the
-    config part by part (nn.Transformer's single `dropout` is the residual one; its attention and
-    feed-forward dropouts are then set to ours)."""
-
-    def __init__(self, config: Seq2SeqConfig) -> None:
-        super().__init__()
-        check_supported(config)
-        self.config = config
-        d = config.d_model
-        self.tokens = nn.Embedding(config.vocab_size, d)
-        self.scale = math.sqrt(d) if config.scale_embeddings else 1.0
-        table = sinusoid_table(config.max_len, d, layout=config.positions.sinusoid_layout)  # (n, d)
-        self.register_buffer("positions", table, persistent=False)
-        self.embed_dropout = nn.Dropout(config.dropout.embed)
-        with warnings.catch_warnings():  # pre-LN or bias=False: no nested-tensor fast path; say it once, here
-            warnings.filterwarnings("ignore", message="enable_nested_tensor is True")
-            self.transformer = nn.Transformer(
-                d_model=d, nhead=config.n_heads, num_encoder_layers=config.n_layers,
-                num_decoder_layers=config.n_decoder_layers, dim_feedforward=config.d_ff,
-                dropout=config.dropout.residual, activation=config.activation, layer_norm_eps=config.norm.eps,
-                batch_first=True, norm_first=config.norm.placement == "pre", bias=config.bias,
-            )
-        for layer in [*self.transformer.encoder.layers, *self.transformer.decoder.layers]:
-            layer.dropout.p = config.dropout.activation  # inside the feed-forward
-            for attn in (layer.self_attn, getattr(layer, "multihead_attn", None)):
-                if attn is not None:
-                    attn.dropout = config.dropout.attention  # on the attention weights
-        self.lm_head = nn.Linear(d, config.vocab_size, bias=config.output_bias)
-        for linear in (self.tokens, self.lm_head):  # as tformer's init; nn.Transformer inits its own layers
-            if config.init.kind == "xavier":
-                nn.init.xavier_uniform_(linear.weight)
-            else:
-                nn.init.normal_(linear.weight, std=config.init.std)
-        if self.lm_head.bias is not None:
-            nn.init.zeros_(self.lm_head.bias)
-        if config.tie_embeddings:
-            self.lm_head.weight = self.tokens.weight
-
-    def embed(self, ids: Tensor) -> Tensor:
-        """(B, T) ids -> (B, T, d): tokens * scale + sinusoids, dropout."""
-        if ids.shape[1] > self.config.max_len:
-            raise ValueError(f"sequence length {ids.shape[1]} is longer than the context "
-                             f"max_len={self.config.max_len}")
-        x = self.tokens(ids) * self.scale + self.positions[: ids.shape[1]]  # (B, T, d)
-        return self.embed_dropout(x)
-
-    def encode(self, src: Tensor, src_valid: Tensor | None = None) -> Tensor:
-        """src (B, S) ids; src_valid (B, S) True at real tokens (default: ids != pad) -> (B, S, d)."""
-        if src_valid is None:
-            src_valid = src != self.config.pad_id
-        return self.transformer.encoder(self.embed(src), src_key_padding_mask=~src_valid)  # torch: True = pad
-
-    def decode(self, tgt: Tensor, memory: Tensor, src_valid: Tensor, *, tgt_valid: Tensor | None = None,
-               caches: list | None = None, offset: int = 0) -> Tensor:
-        """tgt (B, T) decoder inputs from position 0; memory (B, S, d); src_valid (B, S); tgt_valid (B, T)
-        True at real target tokens (None: no target padding) -> logits (B, T, V). No KV cache: `caches`
-        must be None and `offset` 0 (what `new_caches` makes greedy and beam search do)."""
-        if caches is not None or offset:
-            raise ValueError("nn.Transformer has no KV cache; decode the whole prefix (caches=None, offset=0)")
-        n = tgt.shape[1]
-        causal = torch.ones(n, n, dtype=torch.bool, device=tgt.device).triu(1)  # (T, T) True = not allowed
-        h = self.transformer.decoder(
-            self.embed(tgt), memory, tgt_mask=causal, tgt_is_causal=True, memory_key_padding_mask=~src_valid,
-            tgt_key_padding_mask=None if tgt_valid is None else ~tgt_valid,
-        )  # (B, T, d)
-        return self.lm_head(h)
-
-    def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
-        """Teacher forcing: src (B, S), tgt (B, T) decoder inputs, both padded with pad_id -> (B, T, V)."""
-        src_valid = src != self.config.pad_id
-        return self.decode(tgt, self.encode(src, src_valid), src_valid)
-
-    def new_caches(self, batch: int, max_len: int) -> None:
-        """No cache: tformer's greedy and beam search then feed the whole prefix at every step."""
-        return None
+def n_trainable(model: nn.Module) -> int:
+    """Trained numbers; a tied matrix counts once, frozen tables not at all."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-def n_parameters(model: nn.Module) -> int:
-    """Trainable numbers; a tied matrix counts once."""
-    return sum(p.numel() for p in model.parameters())
+def linear_warmup_decay(warmup: int, progress: Callable[[int], float]) -> Callable[[int], float]:
+    """`get_linear_schedule_with_warmup`'s factor where the end of the run is known only as `progress(step)`
+    in [0, 1] (the larger of the time and step fractions): step / warmup, then linear from 1 to 0."""
+    at_warmup_end: list[float] = []
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return step / warmup
+        if not at_warmup_end:
+            at_warmup_end.append(min(progress(step), 0.99))
+        return max(0.0, (1.0 - progress(step)) / (1.0 - at_warmup_end[0]))
+
+    return factor
+
+
+def endless(task: TranslationTask) -> Iterator[Batch]:
+    """The batches in the order tformer's loop reads them: epoch 0, 1, ..."""
+    for epoch in itertools.count():
+        yield from task.batches(epoch)
+
+
+def token_loss_sum(model: nn.Module, batch: Batch, *, pad_id: int, smoothing: float) -> Tensor:
+    logits = model(input_ids=batch.src, attention_mask=batch.src != pad_id, decoder_input_ids=batch.tgt_in).logits
+    return F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=pad_id,
+                           label_smoothing=smoothing, reduction="sum")  # logits (B, T, V)
+
+
+def train_marian(model: nn.Module, task: TranslationTask, recipe: TranslationRecipe, *, minutes: float,
+                 max_steps: int | None, device: torch.device, progress: bool = True) -> dict[str, Any]:
+    """A plain loop: AdamW, the linear schedule, clipping, until `minutes` of training or `max_steps`.
+    Returns steps, seconds, the median target tokens/s and [step, loss] at every log_every steps."""
+    train, pad = recipe.train, task.tokenizer.pad_id
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=LR,
+                                  weight_decay=WEIGHT_DECAY)
+    start = time.perf_counter()
+
+    def progress_at(step: int) -> float:
+        return max((time.perf_counter() - start) / (60 * minutes), step / max_steps if max_steps else 0.0)
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup_decay(train.schedule.warmup,
+                                                                                 progress_at))
+    batches, tokens, window_start, curve, rates = endless(task), 0, start, [], []
+    bar = tqdm(disable=not progress, unit="step", dynamic_ncols=True)
+    model.train()
+    for step in itertools.count(1):
+        micro = [to_device(next(batches), device) for _ in range(train.accum_steps)]
+        total, loss = sum(b.n_target_tokens for b in micro), 0.0
+        for batch in micro:  # the loss of the step: summed over its target tokens, divided by their count
+            part = token_loss_sum(model, batch, pad_id=pad, smoothing=train.label_smoothing) / total
+            part.backward()
+            loss += part.item()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP_NORM)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        tokens += total
+        bar.update(1)
+        finished = progress_at(step) >= 1.0
+        if step % train.log_every == 0 or finished:
+            now = time.perf_counter()
+            rates.append(tokens / max(now - window_start, 1e-9))
+            curve.append([step, loss])
+            tokens, window_start = 0, now
+            bar.set_postfix(loss=f"{loss:.3f}", lr=f"{scheduler.get_last_lr()[0]:.2e}", tok_s=f"{rates[-1]:.0f}")
+        if finished:
+            bar.close()
+            return {"steps": step, "seconds": time.perf_counter() - start,
+                    "tokens_per_s": statistics.median(rates), "loss_curve": curve}
+    raise AssertionError("unreachable")
+
+
+@torch.inference_mode()
+def marian_translate(model: nn.Module, tokenizer: BPETokenizer, sentences: list[str], decode: DecodeConfig, *,
+                     max_len: int) -> list[str]:
+    """As tformer's `translate`: sources cut at max_len, batches of length-sorted sentences, an empty line
+    for an empty line; `generate` with one length limit a batch (its longest source's a * n + b)."""
+    ids = [x[:max_len] for x in tokenizer.encode_batch(sentences)]
+    todo = [i for i in sorted(range(len(ids)), key=lambda i: len(ids[i])) if ids[i]]
+    pad, eos, device = tokenizer.pad_id, tokenizer.eos_id, next(model.parameters()).device
+    beam = dict(num_beams=decode.beam, length_penalty=decode.lenpen, early_stopping="never") if decode.beam > 1 \
+        else dict(num_beams=1)
+    out = [""] * len(ids)
+    for start in range(0, len(todo), decode.batch_size):
+        chunk = todo[start : start + decode.batch_size]
+        width = max(len(ids[i]) for i in chunk)
+        src = torch.tensor([ids[i] + [pad] * (width - len(ids[i])) for i in chunk], device=device)  # (B, S)
+        limit = min(int(decode.max_len_a * width + decode.max_len_b), max_len)
+        tokens = model.generate(input_ids=src, attention_mask=src != pad, max_new_tokens=limit, do_sample=False,
+                                suppress_tokens=[pad], **beam)  # (B, 1 + t): decoder start, then tokens
+        for i, row in zip(chunk, tokens[:, 1:].tolist(), strict=True):
+            out[i] = tokenizer.decode(row[: row.index(eos)] if eos in row else row)
+    return out
 
 
 # --- the runs -------------------------------------------------------------------------------------------
@@ -172,116 +203,84 @@ def read_metrics(run: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
 
 
-def steps_done(records: list[dict[str, Any]]) -> int:
-    """The step of the last record that has one: how many optimizer steps the run did."""
-    steps = [r["step"] for r in records if "step" in r]
-    if not steps:
-        raise ValueError("metrics.jsonl has no record with a step; pass --steps")
-    return int(steps[-1])
+def compare(run: Path, *, minutes: float | None = None, max_steps: int | None = None, limit: int | None = None,
+            out_dir: Path | None = None, progress: bool = True) -> dict[str, Any]:
+    """Score RUN's checkpoint, train and score Marian on RUN's job, write OUT_DIR/comparison.json."""
+    from transformers import MarianMTModel
 
-
-def train_speed(records: list[dict[str, Any]]) -> float | None:
-    """Median training tokens/s over the logged windows (the median shrugs off a slow first window)."""
-    rates = [r["tokens_per_s"] for r in records if "tokens_per_s" in r]
-    return statistics.median(rates) if rates else None
-
-
-def chosen_checkpoint(run: Path) -> Path:
-    """RUN/best when the run kept one, else RUN/last."""
-    best = run / "best"
-    return best if best.is_dir() else run / "last"
-
-
-def train_baseline(recipe: TranslationRecipe, tokenizer: BPETokenizer, *, steps: int, out_dir: Path,
-                   eval_every: int, progress: bool = True) -> TorchBaseline:
-    """Train `TorchBaseline` as `train_translation` trains ours: same seed, task, loop and TrainConfig,
-    for `steps` steps and no time budget. Returns the model with its `best` weights loaded."""
-    if (out_dir / "metrics.jsonl").exists():
-        raise ValueError(f"{out_dir} already holds a run; remove it or pass another --out-dir")
-    train = dataclasses.replace(recipe.train, max_steps=steps, time_budget_min=None, eval_every=eval_every)
-    torch.manual_seed(train.seed)
-    task = TranslationTask(recipe, tokenizer)
-    config = model_config(recipe, tokenizer)
-    model = TorchBaseline(config)
-    fit(model, config, task, train, out_dir=out_dir, tokenizer=tokenizer, progress=progress)
-    load_weights(model, chosen_checkpoint(out_dir))
-    return model.eval()
-
-
-def score_pairs(model: nn.Module, tokenizer: BPETokenizer, pairs: list[tuple[str, str]],
-                decode: DecodeConfig) -> dict[str, float]:
-    hyps = translate(model, tokenizer, [s for s, _ in pairs], decode)
-    scores = score_corpus(hyps, [t for _, t in pairs])
-    return {"bleu": scores.bleu, "chrf": scores.chrf}
-
-
-def summary(name: str, model: nn.Module, run: Path, scores: dict[str, float]) -> dict[str, Any]:
-    records = read_metrics(run)
-    checkpoint = chosen_checkpoint(run)
-    return {"model": name, "checkpoint": str(checkpoint), "parameters": n_parameters(model),
-            "steps": steps_done(records), "best_step": int(load_training_state(checkpoint, restore_rng=False)["step"]),
-            "train_tokens_per_s": train_speed(records), **scores}
-
-
-def compare(run: Path, *, steps: int | None = None, limit: int | None = None, out_dir: Path | None = None,
-            eval_every: int | None = None, progress: bool = True) -> dict[str, Any]:
-    """Train the baseline on RUN's job, score both on the test split (greedy), write OUT_DIR/comparison.json."""
     run = Path(run)
     recipe = load_recipe(run / "recipe.yaml")
-    directory = tokenizer_dir(run / "last")
+    records = read_metrics(run)
+    checkpoint = run / "best" if (run / "best").is_dir() else run / "last"
+    directory = tokenizer_dir(checkpoint)
     if directory is None:
-        raise ValueError(f"{run / 'last'} has no tokenizer/; --run must be a trained tformer run directory")
-    tokenizer = BPETokenizer.load(directory)
-    steps = steps_done(read_metrics(run)) if steps is None else steps
-    out_dir = Path(out_dir) if out_dir else run.resolve().parent / f"{run.resolve().name}-torch-baseline"
-    ours, ours_tokenizer = load_translator(chosen_checkpoint(run))  # what can fail, before training
-    pairs = load_split(recipe.data, "test")[:limit]
-    decode = DecodeConfig(**{**vars(recipe.decode), "beam": 1})
-    eval_every = recipe.train.eval_every if eval_every is None else eval_every
-    baseline = train_baseline(recipe, tokenizer, steps=steps, out_dir=out_dir, eval_every=eval_every,
-                              progress=progress)
+        raise ValueError(f"{checkpoint} has no tokenizer/; --run must be a trained tformer run directory")
+    minutes = recipe.train.time_budget_min if minutes is None else minutes
+    if minutes is None or not minutes > 0:
+        raise ValueError("the recipe has no train.time_budget_min; pass --minutes (a positive number)")
+    out_dir = Path(out_dir) if out_dir else run.resolve().parent / f"{run.resolve().name}-marian"
+    tokenizer, device = BPETokenizer.load(directory), resolve_device(recipe.train.device)
+    config = model_config(recipe, tokenizer)
+    ours, pairs, _ = evaluate_checkpoint(checkpoint, recipe.data, "test", recipe.decode, limit=limit)
+
+    torch.manual_seed(recipe.train.seed)
+    task = TranslationTask(recipe, tokenizer)
+    model = MarianMTModel(marian_config(config)).to(device)
+    trained = train_marian(model, task, recipe, minutes=minutes, max_steps=max_steps, device=device,
+                           progress=progress)
+    hyps = marian_translate(model.eval(), tokenizer, [s for s, _ in pairs], recipe.decode, max_len=config.max_len)
+    theirs = score_corpus(hyps, [t for _, t in pairs])
+    model.save_pretrained(out_dir / "model")
+    rates = [r["tokens_per_s"] for r in records if "tokens_per_s" in r]
     result = {
-        "run": str(run), "baseline_dir": str(out_dir), "split": "test", "sentences": len(pairs),
-        "decode": vars(decode),
+        "run": str(run), "checkpoint": str(checkpoint), "out_dir": str(out_dir), "split": "test",
+        "sentences": len(pairs), "decode": vars(recipe.decode), "minutes": minutes, "max_steps": max_steps,
         "models": [
-            summary("tformer", ours, run, score_pairs(ours, ours_tokenizer, pairs, decode)),
-            summary("torch.nn.Transformer", baseline, out_dir, score_pairs(baseline, tokenizer, pairs, decode)),
+            {"model": "tformer", "parameters": n_trainable(build_model(config)),
+             "steps": max(r["step"] for r in records if "step" in r),
+             "tokens_per_s": statistics.median(rates) if rates else None, "bleu": ours.bleu, "chrf": ours.chrf},
+            {"model": "MarianMTModel", "parameters": n_trainable(model),
+             "frozen": sum(p.numel() for p in model.parameters()) - n_trainable(model),
+             "bleu": theirs.bleu, "chrf": theirs.chrf, **trained},
         ],
+        "bleu_ratio": ours.bleu / theirs.bleu if theirs.bleu > 0 else None,
     }
     (out_dir / "comparison.json").write_text(json.dumps(result, indent=2) + "\n")
     return result
 
 
 def markdown_table(result: dict[str, Any]) -> str:
-    lines = [f"test split, first {result['sentences']} sentences, greedy decoding; same data, tokenizer, "
-             "batches, seed, optimizer, schedule and steps", "",
-             "| model | parameters | steps | best at step | train tok/s | test BLEU | chrF |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    ratio = result["bleu_ratio"]
+    lines = [f"test split, {result['sentences']} sentences, beam {result['decode']['beam']}; same data, "
+             f"batches, tokenizer, sizes and machine; {result['minutes']:g} min budget", "",
+             "| model | trainable parameters | steps | target tok/s | test BLEU | chrF |",
+             "|---|---:|---:|---:|---:|---:|"]
     for m in result["models"]:
-        speed = "-" if m["train_tokens_per_s"] is None else f"{m['train_tokens_per_s']:.0f}"
-        lines.append(f"| {m['model']} | {m['parameters']:,} | {m['steps']} | {m['best_step']} | {speed} | "
-                     f"{m['bleu']:.2f} | {m['chrf']:.2f} |")
+        speed = "-" if m["tokens_per_s"] is None else f"{m['tokens_per_s']:,.0f}"
+        lines.append(f"| {m['model']} | {m['parameters']:,} | {m['steps']:,} | {speed} | {m['bleu']:.2f} | "
+                     f"{m['chrf']:.2f} |")
+    lines += ["", f"tformer BLEU / Marian BLEU: {'-' if ratio is None else f'{ratio:.2f}'}"]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", required=True, type=Path, help="a tformer translation run directory")
-    parser.add_argument("--steps", type=int, default=None, help="optimizer steps (default: as many as the run)")
+    parser.add_argument("--minutes", type=float, default=None,
+                        help="Marian's training time (default: the recipe's train.time_budget_min)")
+    parser.add_argument("--max-steps", type=int, default=None, help="also stop after N steps (tests)")
     parser.add_argument("--limit", type=int, default=None, help="score only the first N test sentences")
-    parser.add_argument("--out-dir", type=Path, default=None, help="default: RUN/../<run name>-torch-baseline")
-    parser.add_argument("--eval-every", type=int, default=None,
-                        help="steps between evaluations (default: the recipe's, so both choose `best` alike)")
+    parser.add_argument("--out-dir", type=Path, default=None, help="default: RUN/../<run name>-marian")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     try:
-        result = compare(args.run, steps=args.steps, limit=args.limit, out_dir=args.out_dir,
-                         eval_every=args.eval_every, progress=not args.no_progress)
+        result = compare(args.run, minutes=args.minutes, max_steps=args.max_steps, limit=args.limit,
+                         out_dir=args.out_dir, progress=not args.no_progress)
     except ValueError as e:
         print(f"translate_baseline: error: {str(e).strip().splitlines()[0]}", file=sys.stderr)
         return 2
     print(markdown_table(result))
-    print(f"\nwritten to {Path(result['baseline_dir']) / 'comparison.json'}")
+    print(f"\nwritten to {Path(result['out_dir']) / 'comparison.json'}")
     return 0
 
 

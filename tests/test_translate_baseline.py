@@ -1,8 +1,10 @@
-"""benchmarks/translate_baseline.py at tiny scale: the nn.Transformer wrapper has our model's sizes and
-decodes through tformer's greedy; the script trains it on a run's job and compares both."""
+"""benchmarks/translate_baseline.py at tiny scale: MarianMTModel gets our model's sizes, its beam search our
+length limits, and the script trains it on a tformer run's job and compares both."""
 
+import dataclasses
 import importlib.util
 import json
+import math
 import random
 import types
 from pathlib import Path
@@ -13,10 +15,13 @@ import yaml
 
 import tformer
 from tformer.cli import main as tformer_main
-from tformer.decoding import greedy
+from tformer.interop.hf import from_hf
+from tformer.tasks.translation import DecodeConfig, load_translator, translate
+
+transformers = pytest.importorskip("transformers")
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "translate_baseline.py"
-D = 32
+D, MAX_LEN = 32, 64
 
 
 def load_script() -> types.ModuleType:
@@ -38,75 +43,115 @@ def corpus(path: Path, n: int, seed: int) -> None:
     path.write_text("".join(" ".join(w) + "\t" + " ".join(GERMAN[x] for x in w) + "\n" for w in words))
 
 
-def tiny_config(**overrides: object) -> tformer.Seq2SeqConfig:
-    return tformer.Seq2SeqConfig(vocab_size=40, d_model=D, n_heads=4, d_ff=64, n_layers=2, n_decoder_layers=1,
-                                 max_len=32, **overrides)
+def frozen_and_trained(model: torch.nn.Module) -> tuple[int, int]:
+    frozen = sum(p.numel() for p in model.parameters() if not p.requires_grad)
+    return frozen, baseline.n_trainable(model)
 
 
-@pytest.mark.parametrize("placement", ["post", "pre"])
-def test_same_sizes_as_ours_but_the_final_norms(placement: str) -> None:
-    config = tiny_config(norm=tformer.config.NormConfig(placement=placement))
-    ours, theirs = tformer.build_model(config), baseline.TorchBaseline(config)
-    extra = 0 if config.norm.final else 2 * 2 * D  # nn.Transformer's final encoder and decoder LayerNorms
-    assert baseline.n_parameters(theirs) - baseline.n_parameters(ours) == extra
-    assert theirs.lm_head.weight is theirs.tokens.weight
-
-
-def test_decode_is_causal_ignores_source_padding_and_greedy_runs() -> None:
-    model = baseline.TorchBaseline(tiny_config()).eval()
-    src, tgt = torch.randint(3, 40, (2, 7)), torch.randint(3, 40, (2, 6))
-    src[1, 4:] = 0
-    with torch.no_grad():  # the training path, not the nested-tensor fast path of inference mode
-        logits = model(src, tgt)
-        changed = tgt.clone()
-        changed[:, 4:] = 5
-        assert torch.allclose(model(src, changed)[:, :4], logits[:, :4], atol=1e-5)
-        alone = model(src[1:, :4], tgt[1:])
-        assert (alone - logits[1:]).abs().max() <= 1e-5
-    assert greedy(model, src, use_cache=True) == greedy(model, src, use_cache=False)  # no cache: same path
-    with pytest.raises(ValueError, match="no KV cache"):
-        model.decode(tgt, model.encode(src), src != 0, offset=3)
+def test_marian_has_our_sizes_and_trains_as_many_numbers() -> None:
+    config = tformer.Seq2SeqConfig(vocab_size=300, d_model=D, n_heads=4, d_ff=64, n_layers=2, n_decoder_layers=1,
+                                   max_len=MAX_LEN)
+    marian = transformers.MarianMTModel(baseline.marian_config(config))
+    frozen, trained = frozen_and_trained(marian)
+    assert trained == baseline.n_trainable(tformer.build_model(config))
+    assert frozen == 2 * MAX_LEN * D  # Marian's encoder and decoder sinusoid tables, held as frozen parameters
+    assert marian.final_logits_bias.shape == (1, 300) and not marian.final_logits_bias.any()  # a zero buffer
+    assert marian.lm_head.weight is marian.model.shared.weight is marian.model.encoder.embed_tokens.weight
+    assert marian.model.encoder.embed_scale == math.sqrt(D)
 
 
 def test_unsupported_parts_are_named() -> None:
-    config = tiny_config(activation="swiglu", positions=tformer.config.PositionConfig(kind="rope"))
+    config = tformer.Seq2SeqConfig(vocab_size=50, d_model=D, n_heads=4, activation="swiglu",
+                                   positions=tformer.config.PositionConfig(kind="rope"))
     with pytest.raises(ValueError, match="activation='swiglu'.*positions.kind='rope'"):
-        baseline.TorchBaseline(config)
+        baseline.marian_config(config)
 
 
-def test_script_trains_the_baseline_and_compares(tmp_path, capsys) -> None:  # noqa: ANN001
-    corpus(tmp_path / "train.tsv", 120, 0)
-    corpus(tmp_path / "valid.tsv", 10, 1)
-    corpus(tmp_path / "test.tsv", 10, 2)
+def test_linear_warmup_then_decay_to_the_end_of_the_run() -> None:
+    factor = baseline.linear_warmup_decay(4, lambda step: step / 12)  # the run ends at step 12
+    assert [factor(s) for s in (0, 2, 4, 8, 12, 13)] == pytest.approx([0, 0.5, 1, 0.5, 0, 0])
+
+
+def test_script_trains_marian_and_compares(tmp_path, capsys) -> None:  # noqa: ANN001
+    for name, n, seed in (("train", 200, 0), ("valid", 10, 1), ("test", 10, 2)):
+        corpus(tmp_path / f"{name}.tsv", n, seed)
     recipe = {
         "task": "translation", "out_dir": str(tmp_path / "run"),
         "data": {"corpus": "files", "train": str(tmp_path / "train.tsv"), "valid": str(tmp_path / "valid.tsv"),
                  "test": str(tmp_path / "test.tsv"), "vocab_size": 300, "max_tokens": 300, "bleu_sentences": 3},
         "model": {"preset": "transformer-tiny", "overrides": {"d_model": D, "d_ff": 64, "n_layers": 1,
-                                                              "max_len": 64}},
-        "train": {"max_steps": 3, "eval_every": 2, "log_every": 1, "schedule": {"name": "constant", "warmup": 1},
-                  "optim": {"lr": 1e-3}, "best_metric": "bleu"},
-        "decode": {"max_len_b": 4},
+                                                              "max_len": MAX_LEN}},
+        "train": {"max_steps": 3, "time_budget_min": 5, "eval_every": 3, "log_every": 5,
+                  "schedule": {"name": "constant", "warmup": 2}, "optim": {"lr": 1e-3}},
+        "decode": {"beam": 2, "max_len_b": 4, "batch_size": 2},
     }
     (tmp_path / "recipe.yaml").write_text(yaml.safe_dump(recipe))
     assert tformer_main(["train", str(tmp_path / "recipe.yaml"), "--no-progress"]) == 0
     capsys.readouterr()
 
-    assert baseline.main(["--run", str(tmp_path / "run"), "--steps", "3", "--limit", "5", "--no-progress"]) == 0
+    args = ["--run", str(tmp_path / "run"), "--max-steps", "100", "--limit", "5", "--no-progress"]
+    assert baseline.main(args) == 0
     printed = capsys.readouterr().out
     rows = [line for line in printed.splitlines() if line.startswith("| ") and "parameters" not in line]
-    assert [r.split("|")[1].strip() for r in rows] == ["tformer", "torch.nn.Transformer"]
+    assert [r.split("|")[1].strip() for r in rows] == ["tformer", "MarianMTModel"]
+    assert "tformer BLEU / Marian BLEU" in printed
 
-    out_dir = tmp_path / "run-torch-baseline"
+    out_dir = tmp_path / "run-marian"
     result = json.loads((out_dir / "comparison.json").read_text())
     ours, theirs = result["models"]
-    assert result["sentences"] == 5 and result["decode"]["beam"] == 1
-    assert ours["steps"] == theirs["steps"] == 3
-    assert theirs["parameters"] - ours["parameters"] == 2 * 2 * D  # same sizes but nn.Transformer's final norms
+    assert result["sentences"] == 5 and result["decode"]["beam"] == 2 and result["minutes"] == 5
+    assert ours["steps"] == 3 and theirs["steps"] == 100  # --max-steps ended it, long before 5 minutes
+    assert theirs["parameters"] == ours["parameters"] and theirs["frozen"] == 2 * MAX_LEN * D
     for m in (ours, theirs):
-        assert 0 <= m["bleu"] <= 100 and 0 <= m["chrf"] <= 100 and m["train_tokens_per_s"] > 0
-    logged = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in logged if "eval/bleu" in r] == [2, 3]  # the recipe's evaluations, as ours had
+        assert math.isfinite(m["bleu"]) and 0 <= m["bleu"] <= 100 and 0 <= m["chrf"] <= 100
+        assert m["tokens_per_s"] > 0
+    curve = [loss for _, loss in theirs["loss_curve"]]
+    assert [s for s, _ in theirs["loss_curve"]] == list(range(5, 101, 5))  # the recipe's log_every
+    assert curve[0] > curve[-1] + 0.5  # from about ln V = 5.7 nats, smoothed, steadily down (100 steps: 4.7)
 
-    assert baseline.main(["--run", str(tmp_path / "run"), "--steps", "3", "--no-progress"]) == 2
-    assert "already holds a run" in capsys.readouterr().err
+    ours_model, _ = load_translator(tmp_path / "run" / "best")
+    saved = transformers.MarianConfig.from_pretrained(out_dir / "model")
+    c = ours_model.config
+    assert (saved.d_model, saved.encoder_layers, saved.decoder_layers, saved.encoder_attention_heads,
+            saved.encoder_ffn_dim, saved.vocab_size, saved.max_position_embeddings) == (
+        c.d_model, c.n_layers, c.n_decoder_layers, c.n_heads, c.d_ff, c.vocab_size, c.max_len)
+    assert (saved.pad_token_id, saved.eos_token_id, saved.decoder_start_token_id) == (c.pad_id, c.eos_id,
+                                                                                     c.decoder_start_id)
+
+
+class Digits:  # ids as text: "5 6 7" <-> [5, 6, 7]
+    pad_id, eos_id = 0, 2
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        return [[int(x) for x in t.split()] for t in texts]
+
+    def decode(self, ids: list[int]) -> str:
+        return " ".join(map(str, ids))
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_marian_decodes_as_our_beam_search_with_the_same_weights(tmp_path, beam: int) -> None:  # noqa: ANN001
+    config = tformer.Seq2SeqConfig(vocab_size=60, d_model=D, n_heads=4, d_ff=64, n_layers=1, max_len=MAX_LEN)
+    torch.manual_seed(0)
+    marian = transformers.MarianMTModel(baseline.marian_config(config)).eval()
+    with torch.no_grad():  # peaked distributions, and an end symbol likely enough that some sentences end at once
+        for p in marian.parameters():
+            p.mul_(4 if p.requires_grad else 1)  # not the sinusoids, which a checkpoint leaves out
+        marian.final_logits_bias[0, 2] = 7.0
+    marian.save_pretrained(tmp_path)
+    ours, _ = from_hf(tmp_path)  # the same weights in our model (split sinusoids, output bias)
+    rng = random.Random(1)
+    sources = [" ".join(str(rng.randrange(4, 60)) for _ in range(rng.randint(1, 8))) for _ in range(12)]
+
+    decode = DecodeConfig(beam=beam, lenpen=1.0, max_len_a=1.0, max_len_b=3, batch_size=1)
+    theirs = baseline.marian_translate(marian, Digits(), sources, decode, max_len=MAX_LEN)
+    assert theirs == translate(ours, Digits(), sources, decode)
+    lengths = [len(t.split()) for t in theirs]
+    if beam == 4:  # both kinds of ending: at once by the end symbol, and cut at the length limit a * n + b
+        assert 0 in lengths and any(n == len(s.split()) + 3 for n, s in zip(lengths, sources, strict=True))
+
+    batched = baseline.marian_translate(marian, Digits(), ["5 6 7", "", "8 9", "10 11 12 13"],
+                                        dataclasses.replace(decode, batch_size=2), max_len=MAX_LEN)
+    assert batched[1] == ""
+    for hyp, longest in ((batched[2], 3), (batched[0], 3), (batched[3], 4)):  # ["8 9", "5 6 7"], ["10 .. 13"]
+        assert len(hyp.split()) <= longest + 3 and "0" not in hyp.split()  # the batch's longest a * n + b
