@@ -78,6 +78,25 @@ def test_no_shuffle_is_sorted(lengths: Lengths) -> None:
     assert s.batches_for_epoch(0) == s.batches_for_epoch(5)
 
 
+def test_curriculum_goes_from_short_to_long_then_shuffles(lengths: Lengths) -> None:
+    s = TokenBatchSampler(*lengths, max_tokens=MAX_TOKENS, seed=3, curriculum_epochs=1)
+    plain = TokenBatchSampler(*lengths, max_tokens=MAX_TOKENS, seed=3)
+    sizes = [max(lengths[0][i], lengths[1][i]) for i in range(N)]
+
+    def longest(batches: list[list[int]]) -> list[int]:
+        return [max(sizes[i] for i in b) for b in batches]
+
+    first, later = longest(s.batches_for_epoch(0)), longest(s.batches_for_epoch(1))
+    quarter = len(first) // 4
+    assert sum(first[:quarter]) * 2 < sum(first[-quarter:])  # the first quarter holds the short sentences
+    assert sorted(first) == sorted(longest(plain.batches_for_epoch(0)))  # the same batches, reordered
+    assert first != sorted(first)  # noisy, not strictly sorted
+    assert s.batches_for_epoch(1) == plain.batches_for_epoch(1)  # after the curriculum: as without it
+    assert abs(sum(later[:quarter]) - sum(later[-quarter:])) < 0.3 * sum(later[:quarter])
+    with pytest.raises(ValueError, match="curriculum_epochs=-1 must be >= 0"):
+        TokenBatchSampler(*lengths, max_tokens=MAX_TOKENS, curriculum_epochs=-1)
+
+
 def test_max_examples(lengths: Lengths) -> None:
     s = TokenBatchSampler(*lengths, max_tokens=MAX_TOKENS, max_examples=8, seed=0)
     assert max(len(b) for b in s.batches_for_epoch(0)) == 8

@@ -62,6 +62,11 @@ class TokenBatchSampler:
 
     Usable as a `torch.utils.data.DataLoader(batch_sampler=...)`: call `set_epoch(epoch, start=i)` before
     iterating, like `DistributedSampler.set_epoch`, where `start` skips the batches already trained on.
+
+    A length curriculum (Platanios et al. 2019, https://arxiv.org/abs/1903.09848, in its simplest form):
+    for the first `curriculum_epochs` epochs the batches come roughly from the shortest examples to the
+    longest (each batch's place is its length rank plus noise of half the epoch), so a young model first
+    learns from sentences it can align, then from the rest; later epochs are shuffled as usual.
     """
 
     def __init__(
@@ -73,6 +78,7 @@ class TokenBatchSampler:
         max_examples: int | None = None,
         shuffle: bool = True,
         seed: int = 0,
+        curriculum_epochs: int = 0,
     ) -> None:
         if len(src_lengths) != len(tgt_lengths):
             raise ValueError(f"{len(src_lengths)} source lengths but {len(tgt_lengths)} target lengths")
@@ -88,7 +94,9 @@ class TokenBatchSampler:
             raise ValueError(f"example {i} is {self.sizes[i]} tokens long, more than "
                              f"max_tokens={max_tokens}; drop or truncate long examples first (limit_lengths)")
         self.max_tokens, self.max_examples = max_tokens, max_examples
-        self.shuffle, self.seed = shuffle, seed
+        if curriculum_epochs < 0:
+            raise ValueError(f"curriculum_epochs={curriculum_epochs} must be >= 0")
+        self.shuffle, self.seed, self.curriculum_epochs = shuffle, seed, curriculum_epochs
         self.epoch, self.start = 0, 0
         self._cache: tuple[int, list[list[int]]] | None = None
 
@@ -101,11 +109,12 @@ class TokenBatchSampler:
         max_examples: int | None = None,
         shuffle: bool = True,
         seed: int = 0,
+        curriculum_epochs: int = 0,
     ) -> TokenBatchSampler:
         """A sampler over tokenized (source ids, target ids) examples, measured as `collate` pads them."""
         src_lengths, tgt_lengths = example_lengths(examples)
         return cls(src_lengths, tgt_lengths, max_tokens=max_tokens, max_examples=max_examples,
-                   shuffle=shuffle, seed=seed)
+                   shuffle=shuffle, seed=seed, curriculum_epochs=curriculum_epochs)
 
     def batches_for_epoch(self, epoch: int) -> list[list[int]]:
         """Every example index exactly once, packed into batches; a pure function of (seed, epoch)."""
@@ -115,8 +124,11 @@ class TokenBatchSampler:
         tiebreak = rng.permutation(len(self.sizes)) if self.shuffle else np.arange(len(self.sizes))
         # np.lexsort sorts by its last key first: size, then source, then target length, then at random.
         order = np.lexsort((tiebreak, self.tgt_lengths, self.src_lengths, self.sizes))
-        batches = self._pack(order.tolist())
-        if self.shuffle:
+        batches = self._pack(order.tolist())  # from the shortest examples to the longest
+        if self.shuffle and epoch < self.curriculum_epochs:
+            place = np.arange(len(batches)) + rng.uniform(0, len(batches) / 2, len(batches))
+            batches = [batches[i] for i in np.argsort(place, kind="stable")]
+        elif self.shuffle:
             batches = [batches[i] for i in rng.permutation(len(batches))]
         self._cache = (epoch, batches)
         return [list(b) for b in batches]
