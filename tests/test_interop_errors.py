@@ -109,6 +109,7 @@ def test_export_picks_the_hf_type() -> None:
     assert mapping_for(tformer.preset("bert-tiny")).MODEL_TYPE == "bert"
     split = tformer.preset("transformer-tiny", dict(positions=dict(sinusoid_layout="split")))
     assert mapping_for(split).MODEL_TYPE == "marian"
+    assert mapping_for(tformer.preset("transformer-tiny")).MODEL_TYPE == "marian"  # interleaved: permuted basis
 
 
 def test_export_refuses_configs_with_no_hf_equivalent(tmp_path: Path) -> None:
@@ -116,8 +117,10 @@ def test_export_refuses_configs_with_no_hf_equivalent(tmp_path: Path) -> None:
                                          r"as llama: positions.kind='alibi' \(needs 'rope'\)") as e:
         to_hf(tiny_gpt(positions=PositionConfig(kind="alibi")), tmp_path / "out")
     one_line(e)
-    with pytest.raises(ValueError, match="positions.sinusoid_layout='interleaved' \\(needs 'split'\\)"):
-        to_hf(tformer.build_model(tformer.preset("transformer-tiny")), tmp_path / "out")
+    with pytest.raises(ValueError, match="as marian: norm.placement='pre' \\(needs 'post'\\)") as e:
+        to_hf(tformer.build_model(tformer.preset("transformer-tiny", dict(norm=dict(placement="pre")))),
+              tmp_path / "out")
+    one_line(e)
     with pytest.raises(ValueError, match="to_hf writes GPT, BertForPretraining, EncoderDecoder models, "
                                          "not BertClassifier"):
         to_hf(tformer.BertClassifier(tformer.preset("bert-tiny")), tmp_path / "out")

@@ -353,8 +353,8 @@ def cmd_classify(args: argparse.Namespace) -> int:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    from tformer.interop import from_hf, to_hf
-    from tformer.training.checkpoint import load_model, save_checkpoint
+    from tformer.interop import checkpoint_to_hf, from_hf
+    from tformer.training.checkpoint import save_checkpoint
 
     if args.from_hf:
         model, config = from_hf(args.from_hf)
@@ -363,8 +363,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
                         tokenizer=CopiedFile(tokenizer) if tokenizer.is_file() else None)
         print(f"imported {type(model).__name__} from {args.from_hf} into {args.out}")
     else:
-        model, _ = load_model(args.to_hf)
-        to_hf(model, args.out)
+        model = checkpoint_to_hf(args.to_hf, args.out)  # with its tokenizer, if transformers can read it
         print(f"exported {type(model).__name__} from {args.to_hf} to {args.out}")
     return 0
 

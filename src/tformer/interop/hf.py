@@ -4,8 +4,10 @@ A checkpoint is a directory: `config.json` (with `model_type`) and the weights, 
 read: a sharded `model.safetensors.index.json`, and the older `pytorch_model.bin`).
 
     from_hf(path) -> (model, config)   read; map the config and the weight names; build our model; load
-    to_hf(model, path)                 map back and write config.json + model.safetensors, which
-                                       `transformers`' `AutoModel...from_pretrained(path)` loads
+    to_hf(model, path, tokenizer=)     map back and write config.json + model.safetensors, which
+                                       `transformers`' `AutoModel...from_pretrained(path)` loads, and the
+                                       tokenizer's files, which `AutoTokenizer.from_pretrained(path)` loads
+    checkpoint_to_hf(ckpt, path)       `tformer convert --to-hf`: a checkpoint's model and tokenizer
 
 One small mapping module per Hugging Face `model_type` (gpt2, bert, marian, llama) holds what differs;
 each provides
@@ -38,9 +40,13 @@ from torch import Tensor, nn
 from tformer.config import TransformerConfig, family_of
 from tformer.models import GPT, BertForPretraining, EncoderDecoder
 from tformer.models.presets import build_model
+from tformer.tokenization import check_vocabulary, load_tokenizer
+from tformer.tokenization.backend import BackendTokenizer
 
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
+# The special tokens `transformers` names by role (pad_token, ...); our tokenizers give their ids (pad_id, ...).
+SPECIAL_ROLES = ("bos", "eos", "unk", "sep", "pad", "cls", "mask")
 # What a checkpoint's weights may be stored as, in the order we look for them.
 WEIGHT_FILES = (WEIGHTS, "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 EXPORTABLE = (GPT, BertForPretraining, EncoderDecoder)
@@ -105,9 +111,10 @@ def _mismatches(message: str) -> str:
             f"weights but [{ours}] by config.json")
 
 
-def to_hf(model: nn.Module, path: str | Path) -> None:
-    """Write `model` as a Hugging Face checkpoint directory (config.json + model.safetensors). The write is
-    atomic: on any failure nothing new is left at `path`."""
+def to_hf(model: nn.Module, path: str | Path, *, tokenizer: BackendTokenizer | None = None) -> None:
+    """Write `model` as a Hugging Face checkpoint directory (config.json + model.safetensors), with the
+    files of `tokenizer` if given (`tokenizer_files`). The write is atomic: on any failure nothing new is
+    left at `path`."""
     if not isinstance(model, EXPORTABLE):
         raise ValueError(f"to_hf writes {', '.join(c.__name__ for c in EXPORTABLE)} models, "
                          f"not {type(model).__name__}")
@@ -116,7 +123,37 @@ def to_hf(model: nn.Module, path: str | Path) -> None:
     hf_config = mapping.config_to_hf(config)
     hf_config["dtype"] = str(next(model.parameters()).dtype).removeprefix("torch.")
     tensors = mapping.state_to_hf(model.state_dict(), config)
-    write_checkpoint(path, hf_config, {k: v.detach().cpu().contiguous() for k, v in tensors.items()})
+    files = {}
+    if tokenizer is not None:
+        check_vocabulary(tokenizer, config.vocab_size, where=f"to_hf {path}")
+        files = tokenizer_files(tokenizer, max_len=config.max_len)
+    write_checkpoint(path, hf_config, {k: v.detach().cpu().contiguous() for k, v in tensors.items()}, files=files)
+
+
+def checkpoint_to_hf(checkpoint: str | Path, path: str | Path) -> nn.Module:
+    """Write a checkpoint of ours as a Hugging Face directory (`tformer convert --to-hf`) and return its
+    model. Its tokenizer goes along when `transformers` can read it, i.e. when it is built on Hugging Face
+    `tokenizers` (BPE, WordPiece, an imported tokenizer.json); a character tokenizer has no such form."""
+    from tformer.training.checkpoint import load_model, tokenizer_dir  # here: `import tformer` needs no training
+
+    model, _ = load_model(checkpoint)
+    tokenizer = load_tokenizer(checkpoint) if tokenizer_dir(checkpoint) else None
+    to_hf(model, path, tokenizer=tokenizer if isinstance(tokenizer, BackendTokenizer) else None)
+    return model
+
+
+def tokenizer_files(tokenizer: BackendTokenizer, *, max_len: int) -> dict[str, str]:
+    """The files that make `transformers.AutoTokenizer.from_pretrained` give a fast tokenizer equal to
+    ours: tokenizer.json as it is, and the special tokens by role. It encodes as our `encode` does (our
+    tokenizers have no post-processor, so no <s> or </s> is added: the source of our translators has
+    none), and decodes with `skip_special_tokens=True` as our `decode` does (no clean-up of spaces)."""
+    special = {f"{role}_token": tokenizer.backend.id_to_token(i) for role in SPECIAL_ROLES
+               if (i := getattr(tokenizer, f"{role}_id", None)) is not None}
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": max_len, "padding_side": "right",
+              "clean_up_tokenization_spaces": False, **special}
+    return {"tokenizer.json": tokenizer.backend.to_str(pretty=True),
+            "tokenizer_config.json": json.dumps(config, indent=2) + "\n",
+            "special_tokens_map.json": json.dumps(special, indent=2) + "\n"}
 
 
 def mapping_for(config: TransformerConfig) -> Mapping:
@@ -175,19 +212,24 @@ def load_weights(file: Path) -> dict[str, Tensor]:
     return torch.load(file, map_location="cpu", weights_only=True)
 
 
-def write_checkpoint(path: str | Path, hf_config: dict, tensors: dict[str, Tensor]) -> None:
-    """Write into a temporary directory beside `path`, then move it into place: a new `path` appears
-    whole; into an existing directory each file is replaced atomically, config.json last."""
+def write_checkpoint(path: str | Path, hf_config: dict, tensors: dict[str, Tensor], *,
+                     files: dict[str, str] | None = None) -> None:
+    """Write the weights, config.json and `files` (name -> text) into a temporary directory beside `path`,
+    then move it into place: a new `path` appears whole; into an existing directory each file is replaced
+    atomically, config.json last."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ValueError(f"{path} is a file; to_hf writes a checkpoint directory there")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     try:
+        files = files or {}
+        for name, text in files.items():
+            (tmp / name).write_text(text, encoding="utf-8")
         save_file(tensors, tmp / WEIGHTS, metadata={"format": "pt"})
         (tmp / CONFIG).write_text(json.dumps(hf_config, indent=2, sort_keys=True) + "\n")
         if path.exists():
-            for name in (WEIGHTS, CONFIG):
+            for name in (*files, WEIGHTS, CONFIG):
                 os.replace(tmp / name, path / name)
         else:
             tmp.rename(path)

@@ -6,7 +6,11 @@ sqrt(d) (`scale_embedding`), one embedding matrix shared by source, target and o
 `share_encoder_decoder_embeddings` is off), and `final_logits_bias` added to the logits, our
 `output_bias`. Decoding starts from `decoder_start_token_id`, which is the pad id in OPUS-MT.
 
-V target vocabulary.
+Our default, the paper's "interleaved" sinusoids (sin on even dims, cos on odd), exports exactly too: the
+two tables differ only in the order of the d_model dimensions, and a model computes the same function when
+every weight touching the residual stream has that axis reordered alike (`to_split_basis`).
+
+V target vocabulary, d model width.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ LAYER_NORM_EPS = 1e-5  # fixed in Marian (torch's default)
 
 def mismatches(cfg: Seq2SeqConfig) -> list[str]:
     return unmet(cfg, {
-        "positions.kind": ("sinusoidal",), "positions.sinusoid_layout": ("split",),
+        "positions.kind": ("sinusoidal",),  # either layout: to_split_basis maps interleaved to split
         "norm.kind": ("layernorm",), "norm.placement": ("post",), "norm.final": (False,),
         "norm.eps": (LAYER_NORM_EPS,), "activation": tuple(ACTIVATIONS_TO_HF), "bias": (True,),
         "n_kv_heads": (cfg.n_heads,), "head_dim": (cfg.d_model // cfg.n_heads,),
@@ -128,7 +132,30 @@ def state_from_hf(sd: dict[str, Tensor], cfg: Seq2SeqConfig) -> dict[str, Tensor
     return out
 
 
+# The axis that lies along the residual stream (d_model), by the end of our weight's name: the columns of
+# what reads from it (embeddings and the output layer, q/k/v, fc_in), the rows of what writes to it
+# (out_proj, fc_out) with their biases, and every norm. Attention's head dims and fc_in's rows stay.
+RESIDUAL_AXIS = {"tokens.weight": 1, "lm_head.weight": 1, "q_proj.weight": 1, "k_proj.weight": 1,
+                 "v_proj.weight": 1, "fc_in.weight": 1, "out_proj.weight": 0, "out_proj.bias": 0,
+                 "fc_out.weight": 0, "fc_out.bias": 0, "norm.weight": 0, "norm.bias": 0}
+
+
+def to_split_basis(sd: dict[str, Tensor], d_model: int) -> dict[str, Tensor]:
+    """Our weights in the basis where the interleaved sinusoid table is the split one: our dim 2i becomes
+    dim i, our dim 2i+1 dim ceil(d/2) + i. A permutation of the residual stream commutes with every
+    LayerNorm and is undone by the next weight that reads the stream, so the model computes the same
+    logits, now with Marian's (split) positions."""
+    order = torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])  # (d,): new dim j = old order[j]
+    out = {}
+    for name, w in sd.items():
+        axis = next((a for end, a in RESIDUAL_AXIS.items() if name.endswith(end)), None)
+        out[name] = w if axis is None else w.index_select(axis, order)  # (.., d, ..) reordered along `axis`
+    return out
+
+
 def state_to_hf(sd: dict[str, Tensor], cfg: Seq2SeqConfig) -> dict[str, Tensor]:
+    if cfg.positions.sinusoid_layout == "interleaved":
+        sd = to_split_basis(sd, cfg.d_model)
     out = {theirs: sd[ours] for ours, theirs in _pairs(cfg)}
     bias = sd["lm_head.bias"] if cfg.output_bias else torch.zeros(cfg.vocab_size)
     out["final_logits_bias"] = bias[None]  # (1, V)
