@@ -1,10 +1,15 @@
 """The loop's numerics and bookkeeping on a tiny GPT: gradient accumulation over unequal micro-batches equals
 one big batch (normalised by tokens, not by batches), non-finite steps are skipped and reported and stop
 the run after train.max_bad_steps in a row, a changed model config cannot be resumed, keep_last keeps the
-newest checkpoints, and a resumed log holds each step once."""
+newest checkpoints, and a resumed log holds each step once. With a fake clock: a schedule fitted to a time
+budget decays with the time, not the steps; the run says why it stopped; tokens/s does not jump after an
+evaluation; the progress bar shows the budget's minutes."""
 
+import io
 import json
 import math
+import os
+import signal
 
 import pytest
 import torch
@@ -13,10 +18,12 @@ from torch import Tensor, nn
 
 from tformer.config import GPTConfig
 from tformer.models.presets import build_model
+from tformer.training import loop
 from tformer.training.distributed import World
-from tformer.training.loop import TrainConfig, _step, fit
+from tformer.training.loop import TrainConfig, _step, fit, stop_summary
 from tformer.training.optim import OptimConfig
-from tformer.training.schedules import ScheduleConfig
+from tformer.training.progress import ProgressBar, Throughput
+from tformer.training.schedules import ScheduleConfig, fitted_lr
 
 PAD = 0
 
@@ -139,3 +146,122 @@ def test_keep_last_keeps_the_newest_checkpoints_and_a_resumed_log_has_each_step_
     fit(model, model.config, task, train_config(max_steps=8, save_every=1), out_dir=tmp_path, resume=True,
         progress=False)
     assert [r["step"] for r in records(tmp_path) if "loss" in r] == list(range(1, 9))
+
+
+class ClockedLM(TinyLM):
+    """TinyLM on a fake clock: each micro-batch takes 10 s and each evaluation 100 s; `signal_at` sends
+    this process SIGINT during that micro-batch."""
+
+    def __init__(self, *args, signal_at: int | None = None, **kwargs) -> None:  # noqa: ANN002, ANN003
+        super().__init__(*args, **kwargs)
+        self.evaluations, self.signal_at = 0, signal_at
+
+    def now(self) -> float:
+        return 10.0 * self.calls + 100.0 * self.evaluations
+
+    def loss(self, model: nn.Module, batch: Tensor) -> Tensor:
+        if self.calls + 1 == self.signal_at:
+            os.kill(os.getpid(), signal.SIGINT)
+        return super().loss(model, batch)
+
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        self.evaluations += 1
+        return super().evaluate(model)
+
+
+def fake_clock(monkeypatch: pytest.MonkeyPatch, task: ClockedLM) -> None:
+    class Time:
+        perf_counter = staticmethod(task.now)
+
+    monkeypatch.setattr(loop, "time", Time)
+
+
+def test_a_schedule_fitted_to_the_time_budget_decays_with_time_not_steps(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    task = ClockedLM([6] * 4, per_batch=1)
+    fake_clock(monkeypatch, task)
+    model = build_model(config())
+    schedule = ScheduleConfig(name="linear", warmup=2, min_ratio=0.1)  # total_steps null: to the end of training
+    train = train_config(max_steps=1000, time_budget_min=1.0, eval_every=1000, schedule=schedule)
+    state = fit(model, model.config, task, train, out_dir=tmp_path, progress=False)
+    assert (state["step"], state["elapsed"], state["stopped"]) == (6, 60.0, "time budget")  # 6 steps of 10 s
+    assert stop_summary(state) == "stopped at step 6 after 1.0 min: time budget reached"
+    logged = [r["lr"] for r in records(tmp_path) if "lr" in r]
+    # step k starts (k - 1) * 10 s into the 60 s budget; by steps alone (k / 1000) the lr would hardly fall
+    progress = [max(k / 1000, (k - 1) / 6) for k in range(1, 7)]
+    kw = dict(decay="linear", peak=1e-2, warmup=2, min_ratio=0.1)
+    assert logged == pytest.approx([fitted_lr(k, p, **kw) for k, p in zip(range(1, 7), progress, strict=True)])
+    assert logged[-1] == pytest.approx(1e-2 * (1 - 0.9 * 5 / 6))
+    saved = torch.load(tmp_path / "last" / "trainer.pt", weights_only=False)["optimizer"]["param_groups"][0]["lr"]
+    assert saved == pytest.approx(1e-3)  # the budget is used up: the floor, min_ratio * peak
+
+
+def test_a_resumed_fitted_schedule_reads_the_restored_clock(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    schedule = ScheduleConfig(name="cosine", warmup=1, min_ratio=0.0)
+    train = train_config(max_steps=1000, time_budget_min=2.0, eval_every=1000, schedule=schedule)
+    task = ClockedLM([6] * 4, per_batch=1)
+    fake_clock(monkeypatch, task)
+    model = build_model(config())
+    first = fit(model, model.config, task, train_config(**{**vars(train), "max_steps": 3}), out_dir=tmp_path,
+                progress=False)
+    assert (first["step"], first["elapsed"], first["stopped"]) == (3, 30.0, "max_steps")
+    task = ClockedLM([6] * 4, per_batch=1)  # a new process: its clock starts again at 0
+    fake_clock(monkeypatch, task)
+    state = fit(model, model.config, task, train, out_dir=tmp_path, resume=True, progress=False)
+    assert (state["step"], state["elapsed"], state["stopped"]) == (12, 120.0, "time budget")
+    logged = {r["step"]: r["lr"] for r in records(tmp_path) if "lr" in r}
+    # step 4 starts at 30 s (the restored elapsed time, not the new clock's 0): a quarter of the budget
+    assert logged[4] == pytest.approx(fitted_lr(4, 0.25, decay="cosine", peak=1e-2, warmup=1, min_ratio=0.0))
+
+
+def test_the_state_says_why_the_run_stopped(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    model = build_model(config())
+    state = fit(model, model.config, TinyLM([5, 7], per_batch=1), train_config(max_steps=3), out_dir=tmp_path,
+                progress=False)
+    assert state["stopped"] == "max_steps" and "interrupted" not in state
+    assert stop_summary(state).startswith("stopped at step 3 after ") and stop_summary(state).endswith(
+        "min: max_steps reached")
+    task = ClockedLM([5, 7], per_batch=1, signal_at=2)
+    fake_clock(monkeypatch, task)
+    state = fit(model, model.config, task, train_config(max_steps=9), out_dir=tmp_path / "stopped",
+                progress=False)
+    assert state["step"] == 2 and state["stopped"] == state["interrupted"] == "SIGINT"
+    assert stop_summary(state) == "stopped at step 2 after 0.3 min: SIGINT received"
+
+
+def test_tokens_per_s_does_not_jump_after_an_evaluation(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """An evaluation after every step, a log every 4th: each window holds only the step since the last
+    evaluation, 10 s of training. (Resetting only the window's clock put 4 steps' tokens over 10 s.)"""
+    task = ClockedLM([6] * 4, per_batch=1)
+    fake_clock(monkeypatch, task)
+    model = build_model(config())
+    fit(model, model.config, task, train_config(max_steps=8, eval_every=1, log_every=4), out_dir=tmp_path,
+        progress=False)
+    rates = [r["tokens_per_s"] for r in records(tmp_path) if "tokens_per_s" in r]
+    assert rates == pytest.approx([5 / 10, 5 / 10])  # 5 target tokens a step, 10 s a step
+
+
+def test_the_throughput_window() -> None:
+    now = [0.0]
+    window = Throughput(lambda: now[0])
+    window.add(300)
+    now[0] = 3.0
+    assert window.rate() == 100.0
+    window.restart()  # as after an evaluation: neither its 3 s nor the tokens before count
+    now[0] = 5.0
+    window.add(100)
+    assert window.rate() == 50.0
+
+
+def test_the_progress_bar_shows_the_time_budget_or_the_steps() -> None:
+    out = io.StringIO()
+    bar = ProgressBar({"step": 0, "elapsed": 0.0}, max_steps=100_000, budget_min=20.0, enabled=True, file=out)
+    bar.show({"step": 1234, "elapsed": 723.0}, loss=3.21, lr=4.1e-4, tokens_per_s=2900.0)
+    text = str(bar.bar)
+    assert "12:03/20:00" in text and "step=1234" in text and "loss=3.210" in text and "tok_s=2900" in text
+    assert "100000" not in text
+    bar.close()
+    out = io.StringIO()
+    bar = ProgressBar({"step": 10, "elapsed": 0.0}, max_steps=50, budget_min=None, enabled=True, file=out)
+    bar.show({"step": 11, "elapsed": 1.0}, loss=2.0, lr=1e-3, tokens_per_s=None)
+    assert "11/50" in str(bar.bar) and "step=" not in str(bar.bar)
+    bar.close()

@@ -18,12 +18,14 @@ from tformer.training.schedules import (
     build_scheduler,
     constant_lr,
     cosine_lr,
+    fitted_lr,
     inverse_sqrt_lr,
+    linear_lr,
 )
 
 __all__ = [
     "OptimConfig", "ScheduleConfig", "TokenLosses", "build_optimizer", "build_scheduler", "constant_lr",
-    "cosine_lr", "inverse_sqrt_lr", "label_smoothed_nll", "load_config", "load_model", "load_training_state",
-    "load_weights", "nll_sum", "param_groups", "rng_states", "save_checkpoint", "set_rng_states",
-    "token_losses", "tokenizer_dir",
+    "cosine_lr", "fitted_lr", "inverse_sqrt_lr", "label_smoothed_nll", "linear_lr", "load_config", "load_model",
+    "load_training_state", "load_weights", "nll_sum", "param_groups", "rng_states", "save_checkpoint",
+    "set_rng_states", "token_losses", "tokenizer_dir",
 ]

@@ -45,6 +45,7 @@ from tformer.training.checkpoint import (
 from tformer.training.interrupts import Interrupts
 from tformer.training.memory import keep_freed_memory
 from tformer.training.optim import OptimConfig, build_optimizer
+from tformer.training.progress import ProgressBar, Throughput
 from tformer.training.schedules import ScheduleConfig, build_scheduler
 
 
@@ -106,8 +107,9 @@ class Task(Protocol):
 def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainConfig, *, out_dir: Path,
         tokenizer: Any = None, resume: bool = False, progress: bool = True,
         recipe: Any = None) -> dict[str, Any]:
-    """Train `model` on `task` and return the final state (step, metrics, and `interrupted`: the signal's
-    name if SIGINT or SIGTERM stopped it). Writes out_dir/recipe.yaml (the `recipe` dataclass, if given),
+    """Train `model` on `task` and return the final state (step, elapsed seconds, metrics, `stopped`: why
+    it stopped, "max_steps", "time budget" or the signal's name, and `interrupted`: the signal's name if
+    SIGINT or SIGTERM stopped it). Writes out_dir/recipe.yaml (the `recipe` dataclass, if given),
     out_dir/metrics.jsonl and the out_dir/last and out_dir/best checkpoints."""
     out_dir = Path(out_dir)
     keep_freed_memory()  # every step reuses the pages of the step before (see memory.py)
@@ -120,10 +122,12 @@ def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainCon
         torch.manual_seed(train.seed + world.rank)  # rank 0 draws as a single process would
     model, whole, world = dist.setup(model, train.distributed)  # train `model`, evaluate and save `whole`
     optimizer = build_optimizer(model, train.optim)
-    scheduler = build_scheduler(optimizer, train.schedule, d_model=config.d_model, lr=train.optim.lr)
     state: dict[str, Any] = {"step": 0, "epoch": 0, "batch": 0, "best": None, "elapsed": 0.0}
+    scheduler = build_scheduler(optimizer, train.schedule, d_model=config.d_model, lr=train.optim.lr,
+                                progress=lambda step: run_progress(step, state["elapsed"], train))
     if resume:
         state.update(_restore(out_dir / "last", model, optimizer, scheduler, train, world))
+        _set_next_lr(optimizer, scheduler)
     log = Logger(out_dir, resume_at=state["step"] if resume else None) if world.is_main else None
     if world.is_main and recipe is not None:
         write_atomic(out_dir / "recipe.yaml", yaml.safe_dump(to_dict(recipe), sort_keys=False))
@@ -131,9 +135,9 @@ def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainCon
     checkpoints = Checkpoints(out_dir, model=model, whole=whole, optimizer=optimizer, scheduler=scheduler,
                               config=config, tokenizer=tokenizer, train=train, world=world,
                               last_step=state["step"] if resume else None)
-    bar = tqdm(total=train.max_steps, initial=state["step"], disable=not (progress and world.is_main),
-               dynamic_ncols=True)
-    started, tokens_seen, window_start = time.perf_counter() - state["elapsed"], 0, time.perf_counter()
+    bar = ProgressBar(state, max_steps=train.max_steps, budget_min=train.time_budget_min,
+                      enabled=progress and world.is_main)
+    started, window = time.perf_counter() - state["elapsed"], Throughput(time.perf_counter)
     bad_steps: list[int] = []
     model.train()
     with Interrupts() as stop:
@@ -146,42 +150,60 @@ def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainCon
                 _report_bad_step(bad_steps, mean_loss, grad_norm, train, log, out_dir)
                 continue
             bad_steps.clear()
-            scheduler.step()
             state["step"] += 1
-            state["elapsed"] = time.perf_counter() - started
-            tokens_seen += total
-            bar.update(1)
+            window.add(total)
+            # the ranks agree on the time and on stopping (the latest clock and any signal decide for all)
+            state["elapsed"], signum = dist.all_reduce([time.perf_counter() - started, float(stop.signal or 0)],
+                                                       world, op="max")
+            lr = scheduler.get_last_lr()[0]  # the lr this step used
+            scheduler.step()  # the next step's lr, from the step count and the clock just read
+            rate = None
             if log is not None and (state["step"] % train.log_every == 0 or state["step"] == train.max_steps):
-                now = time.perf_counter()
-                rate = tokens_seen / max(now - window_start, 1e-9)
-                tokens_seen, window_start = 0, now
-                record = {"step": state["step"], "loss": mean_loss, "lr": scheduler.get_last_lr()[0],
-                          "grad_norm": grad_norm, "tokens_per_s": rate, "elapsed_s": state["elapsed"]}
-                log.write(record)
-                bar.set_postfix(loss=f"{mean_loss:.3f}", lr=f"{record['lr']:.2e}", tok_s=f"{rate:.0f}")
+                rate = window.rate()
+                window.restart()
+                log.write({"step": state["step"], "loss": mean_loss, "lr": lr, "grad_norm": grad_norm,
+                           "tokens_per_s": rate, "elapsed_s": state["elapsed"]})
+            bar.show(state, loss=mean_loss, lr=lr, tokens_per_s=rate)
             out_of_time = train.time_budget_min is not None and state["elapsed"] >= 60 * train.time_budget_min
-            # the ranks agree on stopping (one clock and one signal decide for all)
-            out_of_time, signum = dist.all_reduce([float(out_of_time), float(stop.signal or 0)], world, op="max")
-            done = state["step"] == train.max_steps or bool(out_of_time)
+            done = state["step"] == train.max_steps or out_of_time
             if state["step"] % train.eval_every == 0 or done:
                 dist.refresh(whole, model)
                 _evaluate(whole, task, train, state, log, checkpoints)
                 model.train()
-                window_start = time.perf_counter()  # tokens/s counts training time only
+                window.restart()  # tokens/s counts training time only
             elif train.save_every is not None and state["step"] % train.save_every == 0:
                 checkpoints.save("last", state)
             if done:
+                state["stopped"] = "max_steps" if state["step"] == train.max_steps else "time budget"
                 break
             if signum:
                 checkpoints.save("last", state)
-                state["interrupted"] = signal.Signals(int(signum)).name
+                state["interrupted"] = state["stopped"] = signal.Signals(int(signum)).name
                 break
+    state.setdefault("stopped", "max_steps")  # resumed at or past max_steps: nothing was left to do
     bar.close()
     if log is not None:
         log.close()
     dist.teardown(world)
     model.eval()
     return state
+
+
+def run_progress(step: int, elapsed: float, train: TrainConfig) -> float:
+    """How much of the run is used when `step` starts, `elapsed` seconds in: the larger of step / max_steps
+    and elapsed / the time budget, so 1 at whichever end comes first (what a schedule fitted to the end of
+    training decays along)."""
+    used = step / train.max_steps
+    if train.time_budget_min is not None:
+        used = max(used, elapsed / (60.0 * train.time_budget_min))
+    return min(1.0, used)
+
+
+def stop_summary(state: dict[str, Any]) -> str:
+    """One line for the person who ran it: e.g. `stopped at step 1234 after 20.0 min: time budget reached`."""
+    reason = state.get("stopped", "max_steps")
+    why = f"{reason} reached" if reason in ("max_steps", "time budget") else f"{reason} received"
+    return f"stopped at step {state['step']} after {state['elapsed'] / 60:.1f} min: {why}"
 
 
 class EpochReader:
@@ -280,6 +302,16 @@ def _restore(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer,
         if world.rank > 0:
             torch.manual_seed(train.seed + 1_000_003 * world.rank + state["step"])
     return state
+
+
+def _set_next_lr(optimizer: torch.optim.Optimizer, scheduler: torch.optim.lr_scheduler.LambdaLR) -> None:
+    """The lr of the next step under this run's settings, not the one the checkpoint computed under its
+    own: a resumed run may have another max_steps or time budget, which a fitted schedule follows. With
+    the same settings it is the same number (LambdaLR's own expression)."""
+    lrs = [base * fn(scheduler.last_epoch) for base, fn in zip(scheduler.base_lrs, scheduler.lr_lambdas, strict=True)]
+    for group, lr in zip(optimizer.param_groups, lrs, strict=True):
+        group["lr"] = lr
+    scheduler._last_lr = lrs
 
 
 def _step(model: nn.Module, task: Task, micro: list[Any], optimizer: torch.optim.Optimizer, *,
