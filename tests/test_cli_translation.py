@@ -76,6 +76,7 @@ def test_attention_kind_from_the_command_line(recipe, tmp_path, capsys, attentio
 
 def test_train_translate_evaluate(recipe, tmp_path, capsys) -> None:  # noqa: ANN001
     assert main(["train", str(recipe), "--no-progress"]) == 0
+    assert "stopped at step 6 after " in capsys.readouterr().out
     run = tmp_path / "run"
     assert {p.name for p in (run / "best").iterdir()} >= {"model.safetensors", "config.yaml", "tokenizer"}
     source = tmp_path / "in.txt"
@@ -87,9 +88,22 @@ def test_train_translate_evaluate(recipe, tmp_path, capsys) -> None:  # noqa: AN
     assert len(lines) == 4 and lines[1] == ""  # one line out per line in; an empty line stays empty
     capsys.readouterr()
     assert main(["evaluate", "--checkpoint", str(run / "best"), "--split", "test", "--beam", "2"]) == 0
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     assert "test: 20 sentences" in printed and "BLEU = " in printed and "nrefs:1" in printed
-    assert "chrF = " in printed
+    assert "chrF = " in printed and "degenerate = " in printed and " of 20 outputs repeat" in printed
+    assert "translating" in captured.err and "20/20" in captured.err  # the progress bar over the sentences
+
+
+def test_demo_on_a_time_budget_says_why_it_stopped_and_what_it_got(recipe, tmp_path, capsys) -> None:  # noqa: ANN001
+    assert main(["demo", str(recipe), "train.max_steps=100000", "train.time_budget_min=0.0001"]) == 0
+    captured = capsys.readouterr()
+    out = captured.out
+    assert "stopped at step 1 after 0.0 min: time budget reached" in out
+    assert "degenerate = " in out and out.count("\nsource:    ") == 5 and "tformer:   " in out
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("test BLEU ") and " of 20); training stopped at step 1 " in last and "total " in last
+    assert "/00:00" in captured.err and "100000" not in captured.err  # the bar counts the budget, not steps
 
 
 @pytest.mark.parametrize(("args", "message"), [

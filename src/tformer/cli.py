@@ -161,6 +161,7 @@ def run_recipe(checkpoint: Path):  # noqa: ANN201
 def cmd_train(args: argparse.Namespace) -> int:
     from tformer.tasks import load_recipe, train
     from tformer.training.distributed import launched_world
+    from tformer.training.loop import stop_summary
 
     recipe = load_recipe(args.config, args.overrides)
     state = train(recipe, resume=args.resume, progress=not args.no_progress)
@@ -172,6 +173,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 128 + signal.Signals[state["interrupted"]].value
     if not launched_world().is_main:  # under torchrun, rank 0 reports
         return 0
+    print(stop_summary(state))
     metrics = state.get("metrics", {})
     print(f"step {state['step']}: " + ", ".join(f"{k} {v:.3f}" for k, v in metrics.items()))
     print(f"checkpoints in {recipe.out_dir}/last and {recipe.out_dir}/best")
@@ -214,7 +216,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if recipe is None:
         raise ValueError(f"no recipe.yaml beside {checkpoint}; evaluate needs the run directory's data settings")
     decode = decode_config(args, checkpoint)
-    scores, pairs, hyps = evaluate_checkpoint(checkpoint, recipe.data, args.split, decode, limit=args.limit)
+    scores, pairs, hyps = evaluate_checkpoint(checkpoint, recipe.data, args.split, decode, limit=args.limit,
+                                              progress=True)
     print(f"{args.split}: {len(pairs)} sentences, beam {decode.beam}, lenpen {decode.lenpen}")
     print(scores)
     return 0
@@ -223,19 +226,22 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from tformer.tasks import load_recipe
     from tformer.tasks.translation import evaluate_checkpoint, train_translation
+    from tformer.training.loop import stop_summary
 
     recipe = load_recipe(args.config, args.overrides)
     print(f"training {recipe.model.preset} {recipe.data.src}->{recipe.data.tgt} for up to "
           f"{recipe.train.time_budget_min} min / {recipe.train.max_steps} steps; run directory {recipe.out_dir}")
     start = time.perf_counter()
     state = train_translation(recipe)
-    print(f"trained {state['step']} steps in {(time.perf_counter() - start) / 60:.1f} min")
+    stopped = stop_summary(state)
+    print(stopped)
     checkpoint = Path(recipe.out_dir) / "best"
-    scores, pairs, hyps = evaluate_checkpoint(checkpoint, recipe.data, "test", recipe.decode)
+    scores, pairs, hyps = evaluate_checkpoint(checkpoint, recipe.data, "test", recipe.decode, progress=True)
     print(f"\ntest ({len(pairs)} sentences, beam {recipe.decode.beam}):\n{scores}\n")
     for i in range(0, len(pairs), max(1, len(pairs) // 5))[:5]:
         source, reference = pairs[i]
         print(f"source:    {source}\nreference: {reference}\ntformer:   {hyps[i]}\n")
+    print(f"test {scores.brief()}; training {stopped}; total {(time.perf_counter() - start) / 60:.1f} min")
     return 0
 
 

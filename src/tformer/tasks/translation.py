@@ -8,12 +8,14 @@ and `best/` (weights, config, tokenizer, training state).
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor, nn
+from tqdm import tqdm
 
 from tformer.config import Seq2SeqConfig
 from tformer.data import collate, limit_lengths, load_bible, read_parallel
@@ -187,14 +189,18 @@ def model_config(recipe: TranslationRecipe, tokenizer: BPETokenizer) -> Seq2SeqC
 
 
 @torch.inference_mode()
-def translate(model: nn.Module, tokenizer: BPETokenizer, sentences: list[str], decode: DecodeConfig) -> list[str]:
-    """Detokenized translations, in input order; batches sorted by length to waste little padding."""
+def translate(model: nn.Module, tokenizer: BPETokenizer, sentences: list[str], decode: DecodeConfig, *,
+              progress: bool = False) -> list[str]:
+    """Detokenized translations, in input order; batches sorted by length to waste little padding.
+    `progress`: a bar over the sentences on stderr (a test set with beam search takes minutes)."""
     ids = tokenizer.encode_batch(sentences)
     limit = model.config.max_len
     ids = [x[:limit] for x in ids]
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     out = [""] * len(ids)
     todo = [i for i in order if ids[i]]  # an empty line translates to an empty line
+    bar = tqdm(total=len(sentences), initial=len(sentences) - len(todo), desc="translating", unit="sentence",
+               file=sys.stderr, disable=not progress, dynamic_ncols=True)
     for start in range(0, len(todo), decode.batch_size):
         chunk = todo[start : start + decode.batch_size]
         src = _pad([ids[i] for i in chunk], tokenizer.pad_id).to(device_of(model))  # (B, S)
@@ -206,6 +212,8 @@ def translate(model: nn.Module, tokenizer: BPETokenizer, sentences: list[str], d
                                                        **common)]
         for i, t in zip(chunk, tokens, strict=True):
             out[i] = tokenizer.decode(t)
+        bar.update(len(chunk))
+    bar.close()
     return out
 
 
@@ -231,9 +239,11 @@ def load_translator(checkpoint: str | Path) -> tuple[nn.Module, BPETokenizer]:
 
 
 def evaluate_checkpoint(checkpoint: str | Path, data: DataConfig, split: str, decode: DecodeConfig, *,
-                        limit: int | None = None) -> tuple[Scores, list[tuple[str, str]], list[str]]:
-    """Translate a split (its first `limit` pairs) with a checkpoint and score it: (scores, pairs, hypotheses)."""
+                        limit: int | None = None,
+                        progress: bool = False) -> tuple[Scores, list[tuple[str, str]], list[str]]:
+    """Translate a split (its first `limit` pairs) with a checkpoint and score it: (scores, pairs, hypotheses).
+    `progress`: a bar over the sentences on stderr."""
     model, tokenizer = load_translator(checkpoint)
     pairs = load_split(data, split)[:limit]
-    hyps = translate(model, tokenizer, [s for s, _ in pairs], decode)
+    hyps = translate(model, tokenizer, [s for s, _ in pairs], decode, progress=progress)
     return score_corpus(hyps, [t for _, t in pairs]), pairs, hyps
