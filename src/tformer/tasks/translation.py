@@ -45,6 +45,7 @@ class DataConfig:
     vocab_size: int = 8000  # joint BPE over both sides of the training split
     max_len: int = 128  # tokens per side; longer training pairs are dropped
     max_tokens: int = 4096  # token budget of one micro-batch (padded size)
+    curriculum_epochs: int = 0  # epochs whose batches go from short to long sentences (0: none)
     bleu_sentences: int = 200  # validation sentences translated (greedy) at each evaluation
 
     def __post_init__(self) -> None:
@@ -116,7 +117,8 @@ class TranslationTask:
         self.valid_examples, _ = limit_lengths(self._encode(self.valid_pairs), max_len=data.max_len,
                                                overflow="truncate")
         self.sampler = TokenBatchSampler.for_examples(self.train_examples, max_tokens=data.max_tokens,
-                                                      seed=recipe.train.seed)
+                                                      seed=recipe.train.seed,
+                                                      curriculum_epochs=data.curriculum_epochs)
         valid_sampler = TokenBatchSampler.for_examples(self.valid_examples, max_tokens=data.max_tokens,
                                                        shuffle=False)
         self.valid_batches = [self._collate(self.valid_examples, b) for b in valid_sampler.batches_for_epoch(0)]
