@@ -1,7 +1,9 @@
 """The translation pipeline through the `tformer` command on a tiny TSV corpus: train, resume exactly,
 translate, evaluate, and user errors as one line with exit code 2."""
 
+import json
 import random
+from pathlib import Path
 
 import pytest
 import safetensors.torch
@@ -104,6 +106,12 @@ def test_demo_on_a_time_budget_says_why_it_stopped_and_what_it_got(recipe, tmp_p
     last = out.strip().splitlines()[-1]
     assert last.startswith("test BLEU ") and " of 20); training stopped at step 1 " in last and "total " in last
     assert "/00:00" in captured.err and "100000" not in captured.err  # the bar counts the budget, not steps
+    run = Path(yaml.safe_load(recipe.read_text())["out_dir"])
+    result = json.loads((run / "test.json").read_text())
+    assert last.endswith(f"results in {run / 'test.json'}")
+    assert result["steps"] == 1 and result["stopped"] == "time budget" and result["sentences"] == 20
+    assert f"BLEU {result['bleu']:.1f}, chrF {result['chrf']:.1f}" in last
+    assert len((run / "test.hyp").read_text().splitlines()) == 20
 
 
 @pytest.mark.parametrize(("args", "message"), [

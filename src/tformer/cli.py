@@ -225,7 +225,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from tformer.tasks import load_recipe
-    from tformer.tasks.translation import evaluate_checkpoint, train_translation
+    from tformer.tasks.translation import evaluate_checkpoint, save_test_results, train_translation
     from tformer.training.loop import stop_summary
 
     recipe = load_recipe(args.config, args.overrides)
@@ -241,7 +241,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     for i in range(0, len(pairs), max(1, len(pairs) // 5))[:5]:
         source, reference = pairs[i]
         print(f"source:    {source}\nreference: {reference}\ntformer:   {hyps[i]}\n")
-    print(f"test {scores.brief()}; training {stopped}; total {(time.perf_counter() - start) / 60:.1f} min")
+    saved = save_test_results(Path(recipe.out_dir), "test", scores, hyps, state)
+    print(f"test {scores.brief()}; training {stopped}; total {(time.perf_counter() - start) / 60:.1f} min; "
+          f"results in {saved}")
     return 0
 
 

@@ -7,7 +7,9 @@ and `best/` (weights, config, tokenizer, training state).
 
 from __future__ import annotations
 
+import json
 import math
+import statistics
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +25,7 @@ from tformer.data.batching import Batch, TokenBatchSampler
 from tformer.data.device import device_of, to_device
 from tformer.decoding import beam_search, greedy
 from tformer.evaluation import Scores, score_corpus
+from tformer.files import write_atomic
 from tformer.models.presets import build_model, preset
 from tformer.tokenization.bpe import BPETokenizer
 from tformer.tokenization.hf import check_vocabulary
@@ -249,3 +252,22 @@ def evaluate_checkpoint(checkpoint: str | Path, data: DataConfig, split: str, de
     pairs = load_split(data, split)[:limit]
     hyps = translate(model, tokenizer, [s for s, _ in pairs], decode, progress=progress)
     return score_corpus(hyps, [t for _, t in pairs]), pairs, hyps
+
+
+def save_test_results(out_dir: Path, split: str, scores: Scores, hyps: list[str], state: dict[str, Any]) -> Path:
+    """OUT_DIR/<split>.json: the scores with the run's steps, minutes, why it stopped and its median training
+    tokens/s (from metrics.jsonl); and OUT_DIR/<split>.hyp, the translations one a line. Returns the json."""
+    rates = []
+    log = out_dir / "metrics.jsonl"
+    if log.is_file():
+        rows = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
+        rates = [r["tokens_per_s"] for r in rows if r.get("tokens_per_s") is not None]
+    result = {"split": split, "bleu": scores.bleu, "chrf": scores.chrf, "degenerate": scores.degenerate,
+              "degenerate_count": scores.degenerate_count, "sentences": scores.sentences,
+              "steps": state.get("step"), "train_minutes": state.get("elapsed", 0.0) / 60,
+              "stopped": state.get("stopped"), "tokens_per_s": statistics.median(rates) if rates else None,
+              "bleu_signature": scores.bleu_signature, "chrf_signature": scores.chrf_signature}
+    write_atomic(out_dir / f"{split}.hyp", "".join(h + "\n" for h in hyps))
+    path = out_dir / f"{split}.json"
+    write_atomic(path, json.dumps(result, indent=1) + "\n")
+    return path
