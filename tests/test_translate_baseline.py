@@ -65,6 +65,8 @@ def test_unsupported_parts_are_named() -> None:
                                    positions=tformer.config.PositionConfig(kind="rope"))
     with pytest.raises(ValueError, match="activation='swiglu'.*positions.kind='rope'"):
         baseline.marian_config(config)
+    pre_ln = tformer.Seq2SeqConfig(vocab_size=50, d_model=D, n_heads=4, norm={"placement": "pre"})
+    assert baseline.marian_config(pre_ln).d_model == D  # Marian stays post-LN, as a user gets it
 
 
 def test_linear_warmup_then_decay_to_the_end_of_the_run() -> None:
