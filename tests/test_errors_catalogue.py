@@ -33,7 +33,7 @@ from tformer.training.checkpoint import load_model, save_checkpoint
 WORDS = "the a house cat dog sees big small red blue runs sleeps".split()
 GERMAN = dict(zip(WORDS, "der ein Haus Katze Hund sieht gross klein rot blau rennt schlaeft".split(), strict=True))
 TINY = {"d_model": 32, "d_ff": 64, "n_heads": 4, "n_layers": 1, "max_len": 32}
-PRE_LN = {"kind": "layernorm", "eps": 1e-5, "placement": "pre", "final": False}  # Marian is post-LN
+ROPE = {"kind": "rope"}  # neither Marian nor Pegasus has rotary positions
 
 
 def pairs(n: int, seed: int) -> list[tuple[str, str]]:
@@ -440,7 +440,7 @@ CASES = [
     Case("hf-config-not-json", lambda c: hf_dir(c, lambda p: (p / "config.json").write_text("{not json")),
          ("{tmp}/hf/config.json is not valid JSON",)),
     Case("hf-unknown-model-type", lambda c: hf_dir(c, lambda p: hf_json(p, model_type="t5")),
-         ("model_type='t5' is not supported", "bert, gpt2, llama, marian")),
+         ("model_type='t5' is not supported", "bert, gpt2, llama, marian, pegasus")),
     Case("hf-no-weights", lambda c: hf_dir(c, lambda p: (p / "model.safetensors").unlink()),
          ("{tmp}/hf has no weights", "model.safetensors")),
     Case("hf-missing-weight", lambda c: hf_dir(c, lambda p: hf_weights(p, drop="transformer.h.1.ln_1.weight")),
@@ -450,9 +450,10 @@ CASES = [
     Case("hf-weights-do-not-fit", lambda c: hf_dir(c, lambda p: hf_json(p, n_embd=32)),
          ("{tmp}/hf: the weights do not fit config.json", "size mismatches, the first: embed.tokens.weight is "
                                                             "[50, 16] in the weights but [50, 32] by config.json")),
-    Case("hf-export-impossible", lambda c: ["convert", "--to-hf", edited_config(c, c.w.s2s, norm=PRE_LN),
+    Case("hf-export-impossible", lambda c: ["convert", "--to-hf", edited_config(c, c.w.s2s, positions=ROPE),
                                             "--out", f"{c.tmp}/out"],
-         ("no Hugging Face equivalent", "as marian: norm.placement='pre' (needs 'post')")),
+         ("no Hugging Face equivalent", "as marian: positions.kind='rope' (needs 'sinusoidal')",
+          "as pegasus: positions.kind='rope' (needs 'sinusoidal')")),
     Case("convert-out-is-a-file", lambda c: ["convert", "--from-hf", str(c.w.hf), "--out", c.file("out", "OLD\n")],
          ("checkpoint {tmp}/out: exists and is not a directory",)),
     # the command line itself (argparse, one line)

@@ -1,7 +1,7 @@
 """Hugging Face interop, against `transformers` itself: tiny random models of each supported type
-(GPT-2, BERT with its pre-training heads, Marian, Llama with grouped-query attention) read with `from_hf`
-give the same logits on a right-padded batch; and our models written with `to_hf` load in `transformers`,
-give its logits, and come back through `save_pretrained` + `from_hf` with identical tensors.
+(GPT-2, BERT with its pre-training heads, Marian, Pegasus, Llama with grouped-query attention) read with
+`from_hf` give the same logits on a right-padded batch; and our models written with `to_hf` load in
+`transformers`, give its logits, and come back through `save_pretrained` + `from_hf` with identical tensors.
 
 B batch, T length, V vocabulary.
 """
@@ -142,6 +142,14 @@ CASES = {
             pad_token_id=1, decoder_start_token_id=1, eos_token_id=0),
         auto="AutoModelForSeq2SeqLM",
         ours=lambda: marian_ours(src_vocab_size=V + 16, tie_embeddings=False, scale_embeddings=False),
+        batch=seq2seq_batch, run_hf=seq2seq_hf, run_ours=seq2seq_ours),
+    "pegasus": Case(  # Marian pre-LN, with a LayerNorm after each stack
+        hf_config=lambda: transformers.PegasusConfig(
+            vocab_size=V, d_model=D, encoder_layers=2, decoder_layers=3, encoder_attention_heads=H,
+            decoder_attention_heads=H, encoder_ffn_dim=FF, decoder_ffn_dim=FF, max_position_embeddings=N,
+            activation_function="swish", scale_embedding=True, pad_token_id=V - 1, decoder_start_token_id=V - 1,
+            eos_token_id=0),
+        auto="AutoModelForSeq2SeqLM", ours=lambda: marian_ours(norm=NormConfig(placement="pre")),
         batch=seq2seq_batch, run_hf=seq2seq_hf, run_ours=seq2seq_ours),
     "llama": Case(  # grouped-query attention: 4 query heads share 2 key/value heads
         hf_config=lambda: transformers.LlamaConfig(

@@ -61,7 +61,7 @@ def test_bad_json(checkpoint: Path) -> None:
 def test_unsupported_model_type(checkpoint: Path, model_type: str | None) -> None:
     edit_config(checkpoint, model_type=model_type)
     with pytest.raises(ValueError, match=f"model_type={model_type!r} is not supported; "
-                                         "supported: bert, gpt2, llama, marian") as e:
+                                         "supported: bert, gpt2, llama, marian, pegasus") as e:
         from_hf(checkpoint)
     one_line(e)
 
@@ -96,6 +96,8 @@ def test_weights_that_do_not_fit_the_config(checkpoint: Path) -> None:
     ("llama", dict(rope_parameters=dict(rope_type="yarn", rope_theta=1e4, factor=4.0)), "rope_type='yarn'"),
     ("llama", dict(attention_bias=True, mlp_bias=False), "mlp_bias=False != attention_bias=True"),
     ("marian", dict(encoder_ffn_dim=64, decoder_ffn_dim=32), "encoder_ffn_dim=64 != decoder_ffn_dim=32"),
+    ("pegasus", dict(encoder_attention_heads=4, decoder_attention_heads=2), "pegasus config encoder_attention_heads"),
+    ("pegasus", dict(tie_word_embeddings=False), "tie_word_embeddings=False"),
     ("bert", dict(tie_word_embeddings=False), "tie_word_embeddings=False"),
 ])
 def test_hf_options_we_do_not_have(model_type: str, changes: dict, match: str) -> None:
@@ -110,6 +112,7 @@ def test_export_picks_the_hf_type() -> None:
     split = tformer.preset("transformer-tiny", dict(positions=dict(sinusoid_layout="split")))
     assert mapping_for(split).MODEL_TYPE == "marian"
     assert mapping_for(tformer.preset("transformer-tiny")).MODEL_TYPE == "marian"  # interleaved: permuted basis
+    assert mapping_for(tformer.preset("transformer-tiny", dict(norm=dict(placement="pre")))).MODEL_TYPE == "pegasus"
 
 
 def test_export_refuses_configs_with_no_hf_equivalent(tmp_path: Path) -> None:
@@ -117,10 +120,14 @@ def test_export_refuses_configs_with_no_hf_equivalent(tmp_path: Path) -> None:
                                          r"as llama: positions.kind='alibi' \(needs 'rope'\)") as e:
         to_hf(tiny_gpt(positions=PositionConfig(kind="alibi")), tmp_path / "out")
     one_line(e)
-    with pytest.raises(ValueError, match="as marian: norm.placement='pre' \\(needs 'post'\\)") as e:
-        to_hf(tformer.build_model(tformer.preset("transformer-tiny", dict(norm=dict(placement="pre")))),
+    with pytest.raises(ValueError, match=r"as marian: norm.placement='pre' \(needs 'post'\); "
+                                         r"as pegasus: norm.final=False \(needs True\)") as e:
+        to_hf(tformer.build_model(tformer.preset("transformer-tiny", dict(norm=dict(placement="pre", final=False)))),
               tmp_path / "out")
     one_line(e)
+    with pytest.raises(ValueError, match=r"as pegasus: tie_embeddings=False \(needs True\)"):
+        to_hf(tformer.build_model(tformer.preset("transformer-tiny", dict(norm=dict(placement="pre"),
+                                                                          tie_embeddings=False))), tmp_path / "out")
     with pytest.raises(ValueError, match="to_hf writes GPT, BertForPretraining, EncoderDecoder models, "
                                          "not BertClassifier"):
         to_hf(tformer.BertClassifier(tformer.preset("bert-tiny")), tmp_path / "out")

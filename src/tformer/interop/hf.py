@@ -9,8 +9,8 @@ read: a sharded `model.safetensors.index.json`, and the older `pytorch_model.bin
                                        tokenizer's files, which `AutoTokenizer.from_pretrained(path)` loads
     checkpoint_to_hf(ckpt, path)       `tformer convert --to-hf`: a checkpoint's model and tokenizer
 
-One small mapping module per Hugging Face `model_type` (gpt2, bert, marian, llama) holds what differs;
-each provides
+One small mapping module per Hugging Face `model_type` (gpt2, bert, marian, pegasus, llama) holds what
+differs; each provides
 
     MODEL_TYPE, ARCHITECTURE, FAMILY    "gpt2", "GPT2LMHeadModel", and our family ("gpt", "bert", "seq2seq")
     mismatches(cfg) -> [str]            our config values it cannot express ([] = it can)
@@ -18,8 +18,8 @@ each provides
     state_from_hf(sd, cfg) / state_to_hf(sd, cfg)
 
 Export picks, for the model's family, the first mapping with no mismatches (a GPT with RoPE, RMSNorm and
-SwiGLU is a Llama; one with learned positions and LayerNorm is a GPT-2). This file also holds the helpers
-the mapping modules share.
+SwiGLU is a Llama; one with learned positions and LayerNorm is a GPT-2; a post-LN encoder-decoder is a
+Marian, a pre-LN one a Pegasus). This file also holds the helpers the mapping modules share.
 """
 
 from __future__ import annotations
@@ -74,9 +74,9 @@ class Mapping(Protocol):
 def registry() -> dict[str, Mapping]:
     """The mapping modules by Hugging Face `model_type`. Imported here rather than at the top of the file
     because they import the helpers below."""
-    from tformer.interop import bert, gpt2, llama, marian
+    from tformer.interop import bert, gpt2, llama, marian, pegasus
 
-    return {m.MODEL_TYPE: m for m in (gpt2, bert, marian, llama)}
+    return {m.MODEL_TYPE: m for m in (gpt2, bert, marian, pegasus, llama)}
 
 
 # --- the public API -----------------------------------------------------------------------------------

@@ -10,6 +10,9 @@ Our default, the paper's "interleaved" sinusoids (sin on even dims, cos on odd),
 two tables differ only in the order of the d_model dimensions, and a model computes the same function when
 every weight touching the residual stream has that axis reordered alike (`to_split_basis`).
 
+Pegasus (pegasus.py) is this model pre-LN, with a LayerNorm after each stack: it reuses this module's
+requirements, config and weight mapping (which names those final norms when a config has them).
+
 V target vocabulary, d model width.
 """
 
@@ -30,21 +33,26 @@ SHARED_COPIES = (r"model\.(encoder|decoder)\.embed_tokens\.weight",)
 LAYER_NORM_EPS = 1e-5  # fixed in Marian (torch's default)
 
 
-def mismatches(cfg: Seq2SeqConfig) -> list[str]:
-    return unmet(cfg, {
+def requirements(cfg: Seq2SeqConfig) -> dict[str, tuple]:
+    """The config values Marian can express, by dotted name (`unmet`)."""
+    return {
         "positions.kind": ("sinusoidal",),  # either layout: to_split_basis maps interleaved to split
         "norm.kind": ("layernorm",), "norm.placement": ("post",), "norm.final": (False,),
         "norm.eps": (LAYER_NORM_EPS,), "activation": tuple(ACTIVATIONS_TO_HF), "bias": (True,),
         "n_kv_heads": (cfg.n_heads,), "head_dim": (cfg.d_model // cfg.n_heads,),
-    })
+    }
+
+
+def mismatches(cfg: Seq2SeqConfig) -> list[str]:
+    return unmet(cfg, requirements(cfg))
 
 
 def config_from_hf(d: dict) -> Seq2SeqConfig:
     for ours, encoder, decoder in (("d_ff", "encoder_ffn_dim", "decoder_ffn_dim"),
                                    ("n_heads", "encoder_attention_heads", "decoder_attention_heads")):
         if d.get(encoder) != d.get(decoder):
-            raise ValueError(f"marian config {encoder}={d.get(encoder)} != {decoder}={d.get(decoder)}; "
-                             f"our encoder and decoder share one {ours}")
+            raise ValueError(f"{d.get('model_type', MODEL_TYPE)} config {encoder}={d.get(encoder)} != "
+                             f"{decoder}={d.get(decoder)}; our encoder and decoder share one {ours}")
     shared = d.get("share_encoder_decoder_embeddings", True)
     vocab = d.get("vocab_size", 58101)
     pad = d.get("pad_token_id", 58100)
@@ -102,6 +110,8 @@ def _pairs(cfg: Seq2SeqConfig) -> list[tuple[str, str]]:
                         pairs += linear(f"{ours}.{mine}.{proj}", f"{theirs}.{hf}.{proj}")
                 else:
                     pairs += linear(f"{ours}.{mine}", f"{theirs}.{hf}")
+        if cfg.norm.final:  # pre-LN's norm after the last layer (Pegasus, mBART)
+            pairs += linear(f"{side}.final_norm", f"model.{side}.layer_norm")
     if cfg.shared_vocab:
         pairs.append(("tgt_embed.tokens.weight", "model.shared.weight"))
     else:
