@@ -49,7 +49,7 @@ from tformer.config import Seq2SeqConfig
 from tformer.data.batching import Batch
 from tformer.data.device import resolve_device, to_device
 from tformer.evaluation import score_corpus
-from tformer.interop.hf import ACTIVATIONS_TO_HF
+from tformer.interop.common import ACTIVATIONS_TO_HF
 from tformer.models.presets import build_model
 from tformer.tasks import load_recipe
 from tformer.tasks.translation import (

@@ -102,7 +102,7 @@ def test_weights_that_do_not_fit_the_config(checkpoint: Path) -> None:
 ])
 def test_hf_options_we_do_not_have(model_type: str, changes: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        tformer.interop.registry()[model_type].config_from_hf(dict(model_type=model_type, **changes))
+        tformer.interop.MAPPINGS[model_type].config_from_hf(dict(model_type=model_type, **changes))
 
 
 def test_export_picks_the_hf_type() -> None:

@@ -4,6 +4,6 @@ into our model; `to_hf(model, path, tokenizer=...)` writes one that `transformer
 Supported Hugging Face types: gpt2, bert (pre-training heads), marian, pegasus (pre-LN
 encoder-decoders), llama."""
 
-from tformer.interop.hf import checkpoint_to_hf, from_hf, mapping_for, registry, to_hf
+from tformer.interop.hf import MAPPINGS, checkpoint_to_hf, from_hf, mapping_for, to_hf
 
-__all__ = ["checkpoint_to_hf", "from_hf", "mapping_for", "registry", "to_hf"]
+__all__ = ["MAPPINGS", "checkpoint_to_hf", "from_hf", "mapping_for", "to_hf"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from torch import Tensor
 
 from tformer.config import BertConfig, DropoutConfig, InitConfig, NormConfig, PositionConfig
-from tformer.interop.hf import ACTIVATIONS_TO_HF, Weights, activation_from_hf, linear, require, unmet
+from tformer.interop.common import ACTIVATIONS_TO_HF, Weights, activation_from_hf, linear, require, unmet
 
 MODEL_TYPE = "bert"
 ARCHITECTURE = "BertForPreTraining"

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from tformer.config import DropoutConfig, GPTConfig, InitConfig, NormConfig, PositionConfig
-from tformer.interop.hf import ACTIVATIONS_TO_HF, Weights, activation_from_hf, first_id, linear, require, unmet
+from tformer.interop.common import ACTIVATIONS_TO_HF, Weights, activation_from_hf, first_id, linear, require, unmet
 
 MODEL_TYPE = "gpt2"
 ARCHITECTURE = "GPT2LMHeadModel"

@@ -19,13 +19,13 @@ differs; each provides
 
 Export picks, for the model's family, the first mapping with no mismatches (a GPT with RoPE, RMSNorm and
 SwiGLU is a Llama; one with learned positions and LayerNorm is a GPT-2; a post-LN encoder-decoder is a
-Marian, a pre-LN one a Pegasus). This file also holds the helpers the mapping modules share.
+Marian, a pre-LN one a Pegasus). The helpers the mapping modules share live in `common.py`, below them:
+this file imports the mapping modules, and none of them imports it.
 """
 
 from __future__ import annotations
 
 import json
-import operator
 import os
 import re
 import shutil
@@ -38,6 +38,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from tformer.config import TransformerConfig, family_of
+from tformer.interop import bert, gpt2, llama, marian, pegasus
 from tformer.models import GPT, BertForPretraining, EncoderDecoder
 from tformer.models.presets import build_model
 from tformer.tokenization import check_vocabulary, load_tokenizer
@@ -50,11 +51,6 @@ SPECIAL_ROLES = ("bos", "eos", "unk", "sep", "pad", "cls", "mask")
 # What a checkpoint's weights may be stored as, in the order we look for them.
 WEIGHT_FILES = (WEIGHTS, "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 EXPORTABLE = (GPT, BertForPretraining, EncoderDecoder)
-
-# Activation names: Hugging Face's (ACT2FN) -> ours, and ours -> the name we write.
-ACTIVATIONS_FROM_HF = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
-                       "silu": "silu", "swish": "silu"}
-ACTIVATIONS_TO_HF = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "silu": "silu"}
 
 
 class Mapping(Protocol):
@@ -71,12 +67,8 @@ class Mapping(Protocol):
     def state_to_hf(self, sd: dict[str, Tensor], cfg: Any) -> dict[str, Tensor]: ...
 
 
-def registry() -> dict[str, Mapping]:
-    """The mapping modules by Hugging Face `model_type`. Imported here rather than at the top of the file
-    because they import the helpers below."""
-    from tformer.interop import bert, gpt2, llama, marian, pegasus
-
-    return {m.MODEL_TYPE: m for m in (gpt2, bert, marian, pegasus, llama)}
+# The mapping modules by Hugging Face `model_type`; export tries them in this order.
+MAPPINGS: dict[str, Mapping] = {m.MODEL_TYPE: m for m in (gpt2, bert, marian, pegasus, llama)}
 
 
 # --- the public API -----------------------------------------------------------------------------------
@@ -85,7 +77,7 @@ def registry() -> dict[str, Mapping]:
 def from_hf(path: str | Path) -> tuple[nn.Module, TransformerConfig]:
     """Read a Hugging Face checkpoint directory into our model (in eval mode, float32) and its config."""
     hf_config, tensors = read_checkpoint(path)
-    mapping = registry()[hf_config["model_type"]]
+    mapping = MAPPINGS[hf_config["model_type"]]
     try:
         config = mapping.config_from_hf(hf_config)
         state = mapping.state_from_hf(tensors, config)
@@ -165,7 +157,7 @@ def mapping_for(config: TransformerConfig) -> Mapping:
                          f"{config.attention.kind} is not exact attention, and the exported model would compute "
                          "something else")
     reasons = []
-    for mapping in registry().values():
+    for mapping in MAPPINGS.values():
         if mapping.FAMILY != family:
             continue
         problems = mapping.mismatches(config)
@@ -193,9 +185,9 @@ def read_checkpoint(path: str | Path) -> tuple[dict, dict[str, Tensor]]:
     except json.JSONDecodeError as e:
         raise ValueError(f"{config_file} is not valid JSON ({e})") from None
     model_type = hf_config.get("model_type") if isinstance(hf_config, dict) else None
-    if model_type not in registry():
+    if model_type not in MAPPINGS:
         raise ValueError(f"{config_file}: model_type={model_type!r} is not supported; "
-                         f"supported: {', '.join(sorted(registry()))}")
+                         f"supported: {', '.join(sorted(MAPPINGS))}")
     for name in WEIGHT_FILES:
         if (path / name).is_file():
             return hf_config, load_weights(path / name)
@@ -236,67 +228,3 @@ def write_checkpoint(path: str | Path, hf_config: dict, tensors: dict[str, Tenso
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
-
-# --- helpers for the mapping modules ------------------------------------------------------------------
-
-
-class Weights:
-    """A checkpoint's tensors by name. It remembers which were read, so that a weight nothing maps is an
-    error (`check_all_used`) rather than silently dropped; `ignore` holds regexes for names that carry no
-    information of their own (buffers, copies of tied weights)."""
-
-    def __init__(self, tensors: dict[str, Tensor], *, ignore: tuple[str, ...] = ()) -> None:
-        self.tensors = tensors
-        self.ignore = [re.compile(p) for p in ignore]
-        self.used: set[str] = set()
-
-    def __contains__(self, name: str) -> bool:
-        return name in self.tensors
-
-    def __getitem__(self, name: str) -> Tensor:
-        if name not in self.tensors:
-            raise ValueError(f"the checkpoint has no weight {name!r} (it has {len(self.tensors)} weights, "
-                             f"e.g. {', '.join(sorted(self.tensors)[:3])})")
-        self.used.add(name)
-        return self.tensors[name]
-
-    def check_all_used(self) -> None:
-        left = sorted(k for k in self.tensors
-                      if k not in self.used and not any(p.fullmatch(k) for p in self.ignore))
-        if left:
-            raise ValueError(f"the checkpoint has {len(left)} weights our model has no place for: "
-                             f"{', '.join(left[:5])}{' ...' if len(left) > 5 else ''}")
-
-
-def linear(ours: str, theirs: str, *, bias: bool = True) -> list[tuple[str, str]]:
-    """(our name, their name) pairs for a module's weight and, if it has one, bias."""
-    return [(f"{ours}.weight", f"{theirs}.weight")] + ([(f"{ours}.bias", f"{theirs}.bias")] if bias else [])
-
-
-def unmet(cfg: TransformerConfig, required: dict[str, tuple]) -> list[str]:
-    """'name=value (needs ...)' for each dotted config name whose value is not among `required[name]`."""
-    out = []
-    for name, allowed in required.items():
-        value = operator.attrgetter(name)(cfg)
-        if value not in allowed:
-            out.append(f"{name}={value!r} (needs {' or '.join(map(repr, allowed))})")
-    return out
-
-
-def activation_from_hf(name: str, table: dict[str, str] = ACTIVATIONS_FROM_HF) -> str:
-    if name not in table:
-        raise ValueError(f"activation {name!r} has no equivalent here; supported: {', '.join(table)}")
-    return table[name]
-
-
-def require(d: dict, key: str, allowed: tuple, default: Any = None) -> None:
-    """A Hugging Face config option our models do not implement must be at a value they match."""
-    value = d.get(key, default)
-    if value not in allowed:
-        raise ValueError(f"{d.get('model_type')} config {key}={value!r} has no equivalent here; "
-                         f"supported: {' or '.join(map(repr, allowed))}")
-
-
-def first_id(value: int | list[int] | None) -> int | None:
-    """Hugging Face allows a list of ids (e.g. several eos tokens); we keep the first."""
-    return (value or [None])[0] if isinstance(value, list) else value

@@ -10,7 +10,7 @@ from __future__ import annotations
 from torch import Tensor
 
 from tformer.config import DropoutConfig, GPTConfig, InitConfig, NormConfig, PositionConfig
-from tformer.interop.hf import Weights, activation_from_hf, first_id, linear, require, unmet
+from tformer.interop.common import Weights, activation_from_hf, first_id, linear, require, unmet
 
 MODEL_TYPE = "llama"
 ARCHITECTURE = "LlamaForCausalLM"

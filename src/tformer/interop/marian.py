@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from tformer.config import DropoutConfig, InitConfig, NormConfig, PositionConfig, Seq2SeqConfig
-from tformer.interop.hf import ACTIVATIONS_TO_HF, Weights, activation_from_hf, first_id, linear, unmet
+from tformer.interop.common import ACTIVATIONS_TO_HF, Weights, activation_from_hf, first_id, linear, unmet
 
 MODEL_TYPE = "marian"
 ARCHITECTURE = "MarianMTModel"

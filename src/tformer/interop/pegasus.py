@@ -25,7 +25,7 @@ from torch import Tensor
 
 from tformer.config import NormConfig, Seq2SeqConfig
 from tformer.interop import marian
-from tformer.interop.hf import require, unmet
+from tformer.interop.common import require, unmet
 from tformer.nn.positions import sinusoid_table
 
 MODEL_TYPE = "pegasus"

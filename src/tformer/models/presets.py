@@ -12,6 +12,7 @@ import copy
 from torch import nn
 
 from tformer.config import FAMILIES, TransformerConfig, family_of, from_dict
+from tformer.models import GPT, BertForPretraining, EncoderDecoder
 
 PRESETS: dict[str, tuple[str, dict]] = {
     "transformer-base": ("seq2seq", dict(vocab_size=37000, d_model=512, d_ff=2048, n_heads=8, n_layers=6)),
@@ -56,7 +57,5 @@ def merge(base: dict, extra: dict) -> dict:
 
 def build_model(config: TransformerConfig) -> nn.Module:
     """The model class for the config's family: EncoderDecoder, BertForPretraining or GPT."""
-    from tformer.models import GPT, BertForPretraining, EncoderDecoder
-
     classes = {"seq2seq": EncoderDecoder, "bert": BertForPretraining, "gpt": GPT}
     return classes[family_of(config)](config)

@@ -1,0 +1,97 @@
+"""The house's layers point one way (STYLE.md rule 14), read from the source with `ast`: no import cycle
+among tformer's modules, and nothing under `nn/` reads a config.
+
+Every `import` and `from ... import` counts, at module level and inside functions (a lazy import that
+dodges a cycle is still a cycle), relative ones resolved. `from p import x` is an edge to `p.x` when that
+is a module, else to `p`; importing `a.b.c` from outside `a.b` also runs `a.b/__init__.py`, so it is an
+edge to `a.b` too.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def modules() -> dict[str, Path]:
+    """Dotted module name -> file, for every module of tformer (a package by its __init__.py)."""
+    out = {}
+    for file in sorted((SRC / "tformer").rglob("*.py")):
+        parts = file.relative_to(SRC).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = file
+    return out
+
+
+def imported(name: str, file: Path, mods: dict[str, Path]) -> set[str]:
+    """The dotted names `file` (module `name`) imports anywhere in it, relative imports resolved:
+    `from p import x` gives `p.x` when that is a module, else `p`."""
+    package = name if file.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(file.read_text(), filename=str(file))):
+        if isinstance(node, ast.Import):
+            out |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            out |= {f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names}
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    """tformer module -> the tformer modules importing it runs (see the module docstring)."""
+    mods = modules()
+    graph = {}
+    for name, file in mods.items():
+        targets = set()
+        for target in imported(name, file, mods) & mods.keys():
+            parts = target.split(".")
+            targets.add(target)
+            targets |= {p for i in range(2, len(parts)) if (p := ".".join(parts[:i])) in mods
+                        and not f"{name}.".startswith(f"{p}.")}
+        graph[name] = targets - {name}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle as [a, b, ..., a], or None: a depth-first search that meets a module still on its path."""
+    state: dict[str, str] = {}  # "open" while on the path, "done" after
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = "open"
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        state[node] = "done"
+        path.pop()
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start)):
+            return found
+    return None
+
+
+def test_the_import_graph_is_read() -> None:
+    graph = import_graph()
+    assert "tformer.interop.common" in graph["tformer.interop.gpt2"]
+    assert "tformer.interop.gpt2" in graph["tformer.interop.hf"]
+    assert "tformer.models" in graph["tformer.interop.hf"]  # `from tformer.models import GPT`
+    assert "tformer.training.checkpoint" in graph["tformer.interop.hf"]  # inside a function
+
+
+def test_find_cycle_names_one() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_cycles() -> None:
+    cycle = find_cycle(import_graph())
+    assert cycle is None, f"import cycle: {' -> '.join(cycle)}"
