@@ -55,7 +55,7 @@ from matplotlib.figure import Figure
 from torch import Tensor, nn
 
 from tformer.config import BertConfig, GPTConfig
-from tformer.models.stacks import build_mixer
+from tformer.models.builders import build_mixer
 
 sys.path.insert(0, str(Path(__file__).parent))
 from machine import seconds  # noqa: E402  (benchmarks/machine.py: wall time of one call, queue drained)

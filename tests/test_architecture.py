@@ -1,5 +1,6 @@
 """The house's layers point one way (STYLE.md rule 14), read from the source with `ast`: no import cycle
-among tformer's modules, and nothing under `nn/` reads a config.
+among tformer's modules, and the modules under `nn/` import no config (nor anything of tformer outside
+`nn/`): they take plain arguments, and `models/builders.py` turns configs into them.
 
 Every `import` and `from ... import` counts, at module level and inside functions (a lazy import that
 dodges a cycle is still a cycle), relative ones resolved. `from p import x` is an edge to `p.x` when that
@@ -95,3 +96,17 @@ def test_find_cycle_names_one() -> None:
 def test_no_import_cycles() -> None:
     cycle = find_cycle(import_graph())
     assert cycle is None, f"import cycle: {' -> '.join(cycle)}"
+
+
+def inside(name: str, package: str) -> bool:
+    return name == package or name.startswith(f"{package}.")
+
+
+def test_nn_imports_no_config() -> None:
+    mods = modules()
+    found = {name: sorted(t for t in imported(name, file, mods) if inside(t, "tformer") and not inside(t, "tformer.nn"))
+             for name, file in mods.items() if inside(name, "tformer.nn")}
+    config = {name: targets for name, targets in found.items() if any(t.startswith("tformer.config") for t in targets)}
+    assert not config, f"nn/ modules read a config: {config}"
+    upward = {name: targets for name, targets in found.items() if targets}
+    assert not upward, f"nn/ modules import tformer outside nn/: {upward}"

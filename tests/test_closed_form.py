@@ -6,7 +6,7 @@ import math
 import torch
 
 from tformer.config import NormConfig
-from tformer.nn.norms import build_norm
+from tformer.models.builders import build_norm
 from tformer.nn.positions import ALiBi, Rotary, alibi_slopes, sinusoid_table
 
 

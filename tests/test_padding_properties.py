@@ -28,9 +28,9 @@ from torch import Tensor
 
 import tformer
 from tformer.config import FAMILIES, AttentionConfig
+from tformer.models.builders import build_kernel
 from tformer.models.stacks import positions_for
 from tformer.nn.attention import Attention
-from tformer.nn.kernels import build_kernel
 from tformer.nn.positions import Rotary
 from tformer.nn.ssm import SSMMixer
 

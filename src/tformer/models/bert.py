@@ -15,11 +15,11 @@ import torch
 from torch import Tensor, nn
 
 from tformer.config import BertConfig
+from tformer.models.builders import build_embeddings, build_norm, build_stack
 from tformer.models.init import init_weights
-from tformer.models.stacks import Stack, build_embeddings, positions_for
+from tformer.models.stacks import positions_for
 from tformer.nn.masks import attention_mask
 from tformer.nn.mlp import ACTIVATION_FNS
-from tformer.nn.norms import build_norm
 
 
 class Bert(nn.Module):
@@ -30,7 +30,7 @@ class Bert(nn.Module):
         self.embed = build_embeddings(config, nn.Embedding(config.vocab_size, d),
                                       segments=nn.Embedding(config.type_vocab_size, d),
                                       norm=build_norm(config.norm, d))
-        self.encoder = Stack(config, n_layers=config.n_layers, causal=False)
+        self.encoder = build_stack(config, n_layers=config.n_layers, causal=False)
         self.pooler = nn.Linear(d, d)
 
     def forward(self, ids: Tensor, *, segments: Tensor | None = None,

@@ -9,8 +9,9 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from tformer.config import GPTConfig
+from tformer.models.builders import build_embeddings, build_stack
 from tformer.models.init import init_weights
-from tformer.models.stacks import Stack, build_embeddings, positions_for
+from tformer.models.stacks import positions_for
 from tformer.nn.kv_cache import LayerCache
 
 
@@ -20,7 +21,7 @@ class GPT(nn.Module):
         self.config = config
         tokens = nn.Embedding(config.vocab_size, config.d_model)
         self.embed = build_embeddings(config, tokens)
-        self.decoder = Stack(config, n_layers=config.n_layers, causal=True)
+        self.decoder = build_stack(config, n_layers=config.n_layers, causal=True)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         init_weights(self, config.init, n_layers=config.n_layers)
         if config.tie_embeddings:

@@ -14,8 +14,9 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from tformer.config import Seq2SeqConfig
+from tformer.models.builders import build_embeddings, build_stack
 from tformer.models.init import init_weights
-from tformer.models.stacks import Stack, build_embeddings, positions_for
+from tformer.models.stacks import positions_for
 from tformer.nn.kv_cache import LayerCache
 from tformer.nn.masks import attention_mask
 
@@ -29,8 +30,8 @@ class EncoderDecoder(nn.Module):
         src_tokens = tgt_tokens if config.shared_vocab else nn.Embedding(config.src_vocab_size, d)
         self.src_embed = build_embeddings(config, src_tokens)
         self.tgt_embed = build_embeddings(config, tgt_tokens)
-        self.encoder = Stack(config, n_layers=config.n_layers, causal=False)
-        self.decoder = Stack(config, n_layers=config.n_decoder_layers, causal=True, cross=True)
+        self.encoder = build_stack(config, n_layers=config.n_layers, causal=False)
+        self.decoder = build_stack(config, n_layers=config.n_decoder_layers, causal=True, cross=True)
         self.lm_head = nn.Linear(d, config.vocab_size, bias=config.output_bias)
         init_weights(self, config.init, n_layers=config.n_layers + config.n_decoder_layers)
         if config.tie_embeddings:

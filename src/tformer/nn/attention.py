@@ -49,7 +49,7 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(d_model, n_kv_heads * head_dim, bias=bias)
         self.out_proj = nn.Linear(n_heads * head_dim, d_model, bias=bias)
         self.dropout = dropout
-        self.rotary = rotary  # shared, parameter-free modules; not owned state
+        self.rotary = rotary  # parameter-free tables, one per stack, shared by its layers (build_stack)
         self.alibi = alibi
         self.record_weights = False  # when True, run the eager kernel and keep `weights` (for plots)
         self.weights: Tensor | None = None

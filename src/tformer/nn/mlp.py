@@ -17,7 +17,7 @@ ACTIVATION_FNS = {
     "swiglu": F.silu,
     "geglu": F.gelu,
 }
-GATED = ("swiglu", "geglu")
+GATED = ("swiglu", "geglu")  # the activations that take GatedFeedForward
 
 
 class FeedForward(nn.Module):
@@ -43,8 +43,3 @@ class GatedFeedForward(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:  # (B, T, d) -> (B, T, d)
         return self.down_proj(self.dropout(self.act(self.gate_proj(x)) * self.up_proj(x)))
-
-
-def build_mlp(*, d_model: int, d_ff: int, activation: str, bias: bool, dropout: float) -> nn.Module:
-    cls = GatedFeedForward if activation in GATED else FeedForward
-    return cls(d_model=d_model, d_ff=d_ff, activation=activation, bias=bias, dropout=dropout)

@@ -1,4 +1,5 @@
-"""Attention kinds: one signature, one registry, chosen once when a layer is built.
+"""Attention kinds: one signature; `tformer.models.builders.KERNELS` maps `attention.kind` to them, once,
+when a layer is built.
 
     kernel(q, k, v, *, mask, causal, scale, bias, dropout, cache) -> (out, weights | None)
 
@@ -9,9 +10,6 @@ the reference every other kind is tested against: exact kinds to 1e-5, approxima
 bound. The state-space mixer replaces the whole attention module and lives in `tformer.nn.ssm`.
 """
 
-from collections.abc import Callable
-
-from tformer.config import AttentionConfig
 from tformer.nn.kernels.base import Kernel
 from tformer.nn.kernels.eager import eager_attention
 from tformer.nn.kernels.exact import ExactAttention
@@ -22,23 +20,5 @@ from tformer.nn.kernels.sdpa import sdpa_attention
 from tformer.nn.kernels.sparse import SparseAttention
 from tformer.nn.kernels.windowed import WindowedAttention
 
-KERNELS: dict[str, Callable[[AttentionConfig, int], Kernel]] = {
-    "sdpa": lambda c, n: ExactAttention(fused=True),
-    "eager": lambda c, n: ExactAttention(fused=False),
-    "windowed": lambda c, n: WindowedAttention(window=c.window),
-    "sparse": lambda c, n: SparseAttention(pattern=c.pattern, block=c.block, summary=c.summary),
-    "lowrank": lambda c, n: LowRankAttention(rank=c.rank, max_len=n),
-    "linear": lambda c, n: LinearAttention(chunk=c.chunk),
-    "lsh": lambda c, n: LSHAttention(buckets=c.buckets, rounds=c.rounds, chunk=c.chunk, seed=c.seed),
-}
-
-
-def build_kernel(config: AttentionConfig, *, max_len: int) -> Kernel:
-    """The kernel for `config.kind` (every kind but "ssm", which is not attention)."""
-    if config.kind not in KERNELS:
-        raise ValueError(f"attention.kind={config.kind!r} is not an attention kernel; "
-                         f"choose one of {', '.join(KERNELS)}")
-    return KERNELS[config.kind](config, max_len)
-
-
-__all__ = ["KERNELS", "ExactAttention", "Kernel", "build_kernel", "eager_attention", "sdpa_attention"]
+__all__ = ["ExactAttention", "Kernel", "LSHAttention", "LinearAttention", "LowRankAttention", "SparseAttention",
+           "WindowedAttention", "eager_attention", "sdpa_attention"]

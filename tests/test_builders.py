@@ -1,0 +1,52 @@
+"""models/builders.py: the position tables attention applies inside are built once per stack, and the
+state-dict keys of every preset (public API, STYLE.md rule 13) are those recorded before the builders
+moved out of models/stacks.py and nn/."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+import torch
+
+import tformer
+from tformer.models.builders import build_mixer
+from tformer.models.presets import PRESETS
+
+# preset -> (number of keys, sha256 of the keys joined by newlines, first 16 hex digits), recorded on the
+# tree before the move (commit 02bc758).
+KEYS = {
+    "transformer-base": (255, "cb23327eb20ffa02"), "transformer-big": (255, "cb23327eb20ffa02"),
+    "transformer-tiny": (87, "7a32bba373186746"), "bert-base": (207, "4a2114918ccc91fc"),
+    "bert-tiny": (47, "8737b7bc1215fd86"), "gpt2-small": (197, "494af2aeb447d053"),
+    "gpt-tiny": (37, "d8a97f72afc31df0"), "llama-tiny": (21, "acae38c617b01a45"),
+}
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_state_dict_keys_of_the_presets_are_unchanged(name: str) -> None:
+    with torch.device("meta"):  # the keys only: no memory, no initialisation
+        keys = list(tformer.build_model(tformer.preset(name)).state_dict())
+    digest = hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16]
+    assert (len(keys), digest) == KEYS[name], f"{name}: the state-dict keys changed; now {keys}"
+
+
+@pytest.mark.parametrize(("family", "kind", "attr"), [("gpt-tiny", "rope", "rotary"), ("gpt-tiny", "alibi", "alibi"),
+                                                      ("transformer-tiny", "rope", "rotary"),
+                                                      ("transformer-tiny", "alibi", "alibi")])
+def test_attention_positions_are_built_once_per_stack(family: str, kind: str, attr: str) -> None:
+    model = tformer.build_model(tformer.preset(family, {"positions": {"kind": kind}, "n_layers": 3}))
+    stacks = [model.decoder] if family.startswith("gpt") else [model.encoder, model.decoder]
+    tables = []
+    for stack in stacks:
+        shared = {id(getattr(layer.self_attn, attr)) for layer in stack.layers}
+        assert len(shared) == 1 and getattr(stack.layers[0].self_attn, attr) is not None
+        tables.append(getattr(stack.layers[0].self_attn, attr))
+        assert all(getattr(layer, "cross_attn", None) is None or getattr(layer.cross_attn, attr) is None
+                   for layer in stack.layers)  # cross-attention has no positions
+    assert len({id(t) for t in tables}) == len(stacks)  # one per stack, not one per model
+
+
+def test_a_mixer_built_alone_has_its_own_positions() -> None:
+    mixer = build_mixer(tformer.preset("gpt-tiny", {"positions": {"kind": "rope"}}), causal=True)
+    assert mixer.rotary is not None and mixer.alibi is None
