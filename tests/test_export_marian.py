@@ -125,6 +125,11 @@ def test_greedy_translations_match_token_for_token(exported: Exported) -> None:
     `generate` has one length limit per batch, ours one per sentence (a * n + b), so each row of its output
     is cut at that row's limit; our decoder never proposes <pad> and does not force </s> at the limit, so
     neither does `generate` here."""
+    assert_greedy_matches(exported)
+
+
+def assert_greedy_matches(exported: Exported) -> None:
+    """Greedy `generate` of an exported model (Marian or Pegasus) equals our `greedy` and `translate`."""
     tok, hf_tok, cfg = exported.tokenizer, exported.hf_tokenizer, exported.model.config
     batch = hf_tok(SENTENCES, return_tensors="pt", padding=True)
     lengths = batch["attention_mask"].sum(1).tolist()

@@ -17,14 +17,12 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
-from test_export_marian import DECODE, SENTENCES, SIZES, TOLERANCE, pairs, train
+from test_export_marian import SENTENCES, SIZES, TOLERANCE, assert_greedy_matches, pairs, train
 from torch import Tensor, nn
 
 import tformer
 from tformer.cli import main
-from tformer.decoding import greedy
 from tformer.interop import from_hf
-from tformer.tasks.translation import translate
 from tformer.tokenization import BPETokenizer
 from tformer.training.checkpoint import save_checkpoint
 
@@ -107,21 +105,7 @@ def test_exported_logits_match(exported: Exported) -> None:
 def test_greedy_translations_match_token_for_token(exported: Exported) -> None:
     """As test_export_marian's: `generate` cut at our per-sentence limits, never proposing <pad>, not
     forcing </s> at the limit."""
-    tok, hf_tok, cfg = exported.tokenizer, exported.hf_tokenizer, exported.model.config
-    inputs = hf_tok(SENTENCES, return_tensors="pt", padding=True)
-    limits = [int(DECODE.max_len_a * n + DECODE.max_len_b) for n in inputs["attention_mask"].sum(1).tolist()]
-    out = exported.hf.generate(**inputs, num_beams=1, do_sample=False, max_new_tokens=max(limits),
-                               suppress_tokens=[cfg.pad_id], forced_eos_token_id=None)  # (B, 1 + t)
-    theirs = []
-    for row, limit in zip(out[:, 1:].tolist(), limits, strict=True):  # after the decoder start
-        row = row[:limit]
-        theirs.append(row[: row.index(cfg.eos_id)] if cfg.eos_id in row else row)
-    ours = greedy(exported.model, inputs["input_ids"], max_len_a=DECODE.max_len_a, max_len_b=DECODE.max_len_b)
-    print("\n".join(tok.decode(t) for t in ours))
-    assert theirs == ours
-    assert len({len(t) for t in ours}) >= 3  # varied lengths ...
-    assert all(len(t) < limit for t, limit in zip(ours, limits, strict=True))  # ... each ended by </s>
-    assert hf_tok.batch_decode(out, skip_special_tokens=True) == translate(exported.model, tok, SENTENCES, DECODE)
+    assert_greedy_matches(exported)
 
 
 def test_tokenizer_round_trip(exported: Exported) -> None:
