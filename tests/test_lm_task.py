@@ -12,7 +12,8 @@ from tformer.config import GPTConfig
 from tformer.models.presets import build_model
 from tformer.tasks import TASKS, load_recipe
 from tformer.tasks import lm as lm_task
-from tformer.tasks.lm import LMDataConfig, LMModelSpec, LMRecipe, LMTask, SampleConfig, model_config, train_lm
+from tformer.tasks.base import ModelSpec
+from tformer.tasks.lm import LMDataConfig, LMRecipe, LMTask, SampleConfig, model_config, train_lm
 from tformer.tokenization import CharTokenizer
 from tformer.training.loop import TrainConfig
 from tformer.training.optim import OptimConfig
@@ -46,8 +47,8 @@ def recipe_for(tmp_path, *, max_steps: int, block_size: int = 32, **data) -> LMR
         out_dir=str(tmp_path / "run"),
         data=LMDataConfig(corpus="files", paths=[train], valid_paths=[valid], block_size=block_size, batch_size=8,
                           **data),
-        model=LMModelSpec(overrides={"d_model": 32, "d_ff": 64, "n_heads": 2, "n_layers": 1,
-                                     "dropout": {"embed": 0.0, "residual": 0.0}}),
+        model=ModelSpec(preset="gpt-tiny", overrides={"d_model": 32, "d_ff": 64, "n_heads": 2, "n_layers": 1,
+                                                      "dropout": {"embed": 0.0, "residual": 0.0}}),
         train=TrainConfig(max_steps=max_steps, eval_every=max_steps, log_every=10, label_smoothing=0.0,
                           optim=OptimConfig(name="adamw", lr=1e-2, betas=(0.9, 0.95), weight_decay=0.0),
                           schedule=ScheduleConfig(name="cosine", warmup=10, total_steps=max(max_steps, 20))),
@@ -116,7 +117,7 @@ def test_model_config_and_generate(tmp_path) -> None:  # noqa: ANN001
     assert texts == lm_task.sample_texts(model, tok, sample, seed=3)  # reproducible per seed
     assert texts[0].startswith("ab") and len(texts[0]) <= 2 + 299 and texts[1].startswith("c" * 400)
     with pytest.raises(ValueError, match="not decoder-only"):
-        model_config(LMRecipe(model=LMModelSpec(preset="transformer-tiny")), tok)
+        model_config(LMRecipe(model=ModelSpec(preset="transformer-tiny")), tok)
     with pytest.raises(ValueError, match="needs data.paths and data.valid_paths"):
         LMDataConfig(corpus="files", paths=["x.txt"])
 

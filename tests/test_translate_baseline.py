@@ -16,7 +16,8 @@ import yaml
 import tformer
 from tformer.cli import main as tformer_main
 from tformer.interop.hf import from_hf
-from tformer.tasks.translation import DecodeConfig, load_translator, translate
+from tformer.tasks import load_checkpoint
+from tformer.tasks.translation import DecodeConfig, translate
 
 transformers = pytest.importorskip("transformers")
 
@@ -111,7 +112,7 @@ def test_script_trains_marian_and_compares(tmp_path, capsys) -> None:  # noqa: A
     assert [s for s, _ in theirs["loss_curve"]] == list(range(5, 101, 5))  # the recipe's log_every
     assert curve[0] > curve[-1] + 0.5  # from about ln V = 5.7 nats, smoothed, steadily down (100 steps: 4.7)
 
-    ours_model, _ = load_translator(tmp_path / "run" / "best")
+    ours_model, _, _ = load_checkpoint(tmp_path / "run" / "best")
     saved = transformers.MarianConfig.from_pretrained(out_dir / "model")
     c = ours_model.config
     assert (saved.d_model, saved.encoder_layers, saved.decoder_layers, saved.encoder_attention_heads,

@@ -22,6 +22,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from tformer.data.padding import pad
+
 Example = tuple[Sequence[int], Sequence[int]]
 
 
@@ -189,18 +191,8 @@ def collate(examples: Sequence[Example], *, pad_id: int = 0, bos_id: int = 1, eo
     """Pad a list of (source ids, target ids) into a `Batch`, adding <s> to `tgt_in` and </s> to `tgt_out`."""
     if not examples:
         raise ValueError("cannot collate an empty list of examples")
-    b = len(examples)
-    s = max(len(src) for src, _ in examples)
-    t = max(len(tgt) for _, tgt in examples) + 1
-    src = torch.full((b, s), pad_id, dtype=torch.long)  # (B, S)
-    tgt_in = torch.full((b, t), pad_id, dtype=torch.long)  # (B, T)
-    tgt_out = torch.full((b, t), pad_id, dtype=torch.long)  # (B, T)
-    for i, (x, y) in enumerate(examples):
-        y_ids = torch.as_tensor(list(y), dtype=torch.long)
-        src[i, : len(x)] = torch.as_tensor(list(x), dtype=torch.long)
-        tgt_in[i, 0] = bos_id
-        tgt_in[i, 1 : len(y) + 1] = y_ids
-        tgt_out[i, : len(y)] = y_ids
-        tgt_out[i, len(y)] = eos_id
+    src = pad([x for x, _ in examples], pad_id)  # (B, S)
+    tgt_in = pad([[bos_id, *y] for _, y in examples], pad_id)  # (B, T)
+    tgt_out = pad([[*y, eos_id] for _, y in examples], pad_id)  # (B, T)
     n_target_tokens = sum(len(y) + 1 for _, y in examples)
     return Batch(src=src, tgt_in=tgt_in, tgt_out=tgt_out, n_target_tokens=n_target_tokens)

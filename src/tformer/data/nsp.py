@@ -22,6 +22,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from tformer.data.padding import pad, valid_mask
+
 Document = Sequence[Sequence[int]]  # the sentences of one document, as token ids
 
 
@@ -77,13 +79,9 @@ class PairBatch(NamedTuple):
 
 
 def collate_pairs(pairs: Sequence[Pair], *, pad_id: int) -> PairBatch:
-    width = max(len(p.ids) for p in pairs)
-    ids = torch.full((len(pairs), width), pad_id, dtype=torch.long)
-    segments = torch.zeros((len(pairs), width), dtype=torch.long)
-    for row, pair in enumerate(pairs):
-        ids[row, : len(pair.ids)] = torch.tensor(pair.ids)
-        segments[row, : len(pair.segments)] = torch.tensor(pair.segments)
-    valid = torch.arange(width) < torch.tensor([len(p.ids) for p in pairs])[:, None]  # (B, T)
+    ids = pad([p.ids for p in pairs], pad_id)  # (B, T)
+    segments = pad([p.segments for p in pairs], 0)  # (B, T)
+    valid = valid_mask([len(p.ids) for p in pairs], width=ids.shape[1])  # (B, T)
     return PairBatch(ids, segments, valid, torch.tensor([p.is_random for p in pairs]))
 
 

@@ -23,6 +23,8 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor, nn
 
+from tformer.data.device import device_of
+from tformer.data.padding import pad, valid_mask
 from tformer.decoding.greedy import eval_mode, reorder_rows
 from tformer.decoding.sampling import check_sampling, sample_next
 from tformer.models.gpt import left_padded_positions
@@ -32,13 +34,8 @@ from tformer.nn.kv_cache import LayerCache
 def left_pad(prompts: Sequence[Sequence[int]], *, pad_id: int, device: torch.device | None = None
              ) -> tuple[Tensor, Tensor]:
     """Token lists -> ids (B, P) left-padded with `pad_id`, and valid (B, P) True at real tokens."""
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long, device=device)  # (B, P)
-    valid = torch.zeros(len(prompts), width, dtype=torch.bool, device=device)  # (B, P)
-    for row, prompt in enumerate(prompts):
-        ids[row, width - len(prompt):] = torch.tensor(prompt, dtype=torch.long)
-        valid[row, width - len(prompt):] = True
-    return ids, valid
+    ids = pad(prompts, pad_id, "left", device=device)  # (B, P)
+    return ids, valid_mask([len(p) for p in prompts], width=ids.shape[1], side="left", device=device)  # (B, P)
 
 
 def check_prompts(prompts: Sequence[Sequence[int]], *, max_new_tokens: int, max_len: int) -> None:
@@ -85,7 +82,7 @@ def generate(model: nn.Module, prompts: Sequence[Sequence[int]], *, max_new_toke
     out: list[list[int]] = [[] for _ in prompts]
     if max_new_tokens == 0:
         return out
-    device = next(model.parameters()).device
+    device = device_of(model)
     generator = None if seed is None else torch.Generator(device=device).manual_seed(seed)
     stops = torch.tensor(list(stop_tokens), dtype=torch.long, device=device)  # (number of stop tokens,)
     with eval_mode(model, rows=len(prompts)):

@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
+from tformer.data.device import device_of
+from tformer.data.padding import pad, valid_mask
 from tformer.decoding.beam import LENPEN_KINDS, Hypothesis, length_penalty
 from tformer.decoding.greedy import eval_mode
 
@@ -64,10 +66,6 @@ class TextScore(SequenceScore):
     @property
     def bits_per_byte(self) -> float:
         return -self.log_prob / math.log(2) / self.n_bytes
-
-
-def _device(model: nn.Module) -> torch.device:
-    return next(iter(model.parameters()), torch.empty(0)).device
 
 
 def _direct_log_probs(model: nn.Module, seq: Tensor) -> Tensor:
@@ -138,15 +136,13 @@ def score_sequences(model: nn.Module, sequences: Sequence[Sequence[int]], *, bos
         if len(seq) <= first:
             raise ValueError(f"sequence {i} has {len(seq)} token(s) and nothing to score"
                              + ("" if bos_id is not None else "; without bos_id the first token is not scored"))
-    pad = getattr(model.config, "pad_id", 0)
-    device = _device(model)
+    pad_id = getattr(model.config, "pad_id", 0)
+    device = device_of(model)
     scores: list[SequenceScore] = []
     for start in range(0, len(sequences), batch_size):
         chunk = [list(s) for s in sequences[start:start + batch_size]]
-        longest = max(len(s) for s in chunk)
-        ids = torch.tensor([s + [pad] * (longest - len(s)) for s in chunk], device=device)  # (B, T)
-        lengths = torch.tensor([len(s) for s in chunk], device=device)  # (B,)
-        valid = torch.arange(longest, device=device)[None, :] < lengths[:, None]  # (B, T)
+        ids = pad(chunk, pad_id, device=device)  # (B, T)
+        valid = valid_mask([len(s) for s in chunk], width=ids.shape[1], device=device)  # (B, T)
         out = token_log_probs(model, ids, valid=valid, bos_id=bos_id, stride=stride).cpu()  # (B, T)
         for row, seq in zip(out, chunk, strict=True):
             picked = row[first:len(seq)].clone()  # (n_tokens,)
@@ -173,11 +169,6 @@ def score_texts(model: nn.Module, tokenizer: Tokenizer, texts: Sequence[str], *,
 
 # --- the encoder-decoder: log p(y | x) -----------------------------------------------------------------
 
-def _padded(rows: Sequence[Sequence[int]], *, pad: int, device: torch.device) -> Tensor:
-    longest = max(len(r) for r in rows)
-    return torch.tensor([list(r) + [pad] * (longest - len(r)) for r in rows], device=device)  # (B, L)
-
-
 @torch.inference_mode()
 def conditional_log_probs(model: nn.Module, src_ids_batch: Sequence[Sequence[int]],
                           tgt_ids_batch: Sequence[Sequence[int]], *, eos: bool = True,
@@ -198,20 +189,19 @@ def conditional_log_probs(model: nn.Module, src_ids_batch: Sequence[Sequence[int
             raise ValueError(f"source {i} has no token other than pad_id={config.pad_id}")
         if not tgt and not eos:
             raise ValueError(f"target {i} is empty and eos=False: nothing to score")
-    device = _device(model)
+    device = device_of(model)
     out: list[float] = []
     with eval_mode(model):
         for start in range(0, len(src_ids_batch), batch_size):
             sources = src_ids_batch[start:start + batch_size]
             targets = [list(y) + [config.eos_id] * eos for y in tgt_ids_batch[start:start + batch_size]]
             inputs = [[config.decoder_start_id] + y[:-1] for y in targets]
-            src = _padded(sources, pad=config.pad_id, device=device)  # (B, S)
-            tgt_in = _padded(inputs, pad=config.pad_id, device=device)  # (B, T)
-            tgt_out = _padded(targets, pad=config.pad_id, device=device)  # (B, T)
+            src = pad(sources, config.pad_id, device=device)  # (B, S)
+            tgt_in = pad(inputs, config.pad_id, device=device)  # (B, T)
+            tgt_out = pad(targets, config.pad_id, device=device)  # (B, T)
             log_probs = torch.log_softmax(model(src, tgt_in).float(), dim=-1)  # (B, T, V)
             picked = log_probs.gather(-1, tgt_out[:, :, None]).squeeze(-1)  # (B, T)
-            lengths = torch.tensor([len(y) for y in targets], device=device)  # (B,)
-            real = torch.arange(tgt_out.shape[1], device=device)[None, :] < lengths[:, None]  # (B, T)
+            real = valid_mask([len(y) for y in targets], width=tgt_out.shape[1], device=device)  # (B, T)
             out.extend(picked.masked_fill(~real, 0.0).double().sum(dim=1).tolist())
     return out
 

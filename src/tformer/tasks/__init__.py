@@ -1,5 +1,6 @@
 """Jobs built on the library: each task has a typed recipe (read from YAML plus key=value overrides) and
-the functions that train and use it."""
+the functions that train and use it; `base` holds what they share (the model spec, the training skeleton
+`run_task`, and `load_checkpoint`, the one way to load a trained model with its config and tokenizer)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import yaml
 
 from tformer.config import from_dict
+from tformer.tasks.base import ModelSpec, load_checkpoint, run_task
 from tformer.tasks.bert import PretrainRecipe, train_bert
 from tformer.tasks.classify import ClassifyRecipe, train_classifier
 from tformer.tasks.lm import LMRecipe, train_lm
@@ -80,3 +82,6 @@ def set_dotted(data: dict, key: str, value: Any) -> None:
         if not isinstance(node, dict):
             raise ValueError(f"override {key!r}: {part!r} is not a section")
     node[last] = value
+
+
+__all__ = ["TASKS", "ModelSpec", "load_checkpoint", "load_recipe", "run_task", "train"]

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -35,9 +34,9 @@ from tformer.data.nsp import collate_pairs, length_batches, make_pairs
 from tformer.data.text import load_text_corpus, read_texts
 from tformer.models.bert import BertForPretraining
 from tformer.models.presets import preset
+from tformer.tasks.base import ModelSpec, Setup, run_task
 from tformer.tokenization.wordpiece import WordPieceTokenizer
-from tformer.training.checkpoint import tokenizer_dir
-from tformer.training.loop import TrainConfig, fit
+from tformer.training.loop import TrainConfig
 from tformer.training.optim import OptimConfig
 from tformer.training.schedules import ScheduleConfig
 
@@ -72,12 +71,6 @@ class PretrainDataConfig:
             raise ValueError(f"data.mask_prob={self.mask_prob} must be in (0, 1)")
 
 
-@dataclass(kw_only=True)
-class BertModelSpec:
-    preset: str = "bert-tiny"
-    overrides: dict = field(default_factory=dict)
-
-
 def _pretrain_train_config() -> TrainConfig:
     """BERT's optimiser (AdamW, decay 0.01, betas 0.9 / 0.999), warm-up then cosine decay, no smoothing."""
     return TrainConfig(label_smoothing=0.0, best_metric="valid_loss",
@@ -91,7 +84,7 @@ class PretrainRecipe:
     task: str = "bert"
     out_dir: str = "runs/bert"
     data: PretrainDataConfig = field(default_factory=PretrainDataConfig)
-    model: BertModelSpec = field(default_factory=BertModelSpec)
+    model: ModelSpec = field(default_factory=lambda: ModelSpec(preset="bert-tiny"))
     train: TrainConfig = field(default_factory=_pretrain_train_config)
 
 
@@ -215,20 +208,14 @@ def model_config(recipe: PretrainRecipe, tokenizer: WordPieceTokenizer) -> BertC
 
 def train_bert(recipe: PretrainRecipe, *, resume: bool = False, progress: bool = True) -> dict[str, Any]:
     """Pretrain (or resume) the recipe's BERT; returns the loop's final state."""
-    out_dir = Path(recipe.out_dir)
-    torch.manual_seed(recipe.train.seed)
-    train_docs, valid_docs = load_documents(recipe.data, "train"), load_documents(recipe.data, "validation")
-    if resume:
-        directory = tokenizer_dir(out_dir / "last")
-        if directory is None:
-            raise ValueError(f"cannot resume: no tokenizer in {out_dir / 'last'}")
-        tokenizer = WordPieceTokenizer.load(directory)
-    else:
-        tokenizer = WordPieceTokenizer.train((s for doc in train_docs for s in doc),
-                                             vocab_size=recipe.data.vocab_size)
-    task = PretrainTask(recipe, tokenizer, train_docs=train_docs, valid_docs=valid_docs)
-    config = model_config(recipe, tokenizer)
-    model = BertForPretraining(config)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    return fit(model, config, task, recipe.train, out_dir=out_dir, tokenizer=tokenizer, resume=resume,
-               progress=progress, recipe=recipe)
+
+    def setup(tokenizer: WordPieceTokenizer | None) -> Setup:
+        train_docs, valid_docs = load_documents(recipe.data, "train"), load_documents(recipe.data, "validation")
+        if tokenizer is None:
+            tokenizer = WordPieceTokenizer.train((s for doc in train_docs for s in doc),
+                                                 vocab_size=recipe.data.vocab_size)
+        task = PretrainTask(recipe, tokenizer, train_docs=train_docs, valid_docs=valid_docs)
+        config = model_config(recipe, tokenizer)
+        return Setup(BertForPretraining(config), config, task, tokenizer)
+
+    return run_task(recipe, setup, resume=resume, progress=progress)

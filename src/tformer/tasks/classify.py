@@ -29,13 +29,14 @@ from tformer.config import BertConfig
 from tformer.data.device import device_of, to_device
 from tformer.data.labelled import Labelled, load_bbc_topics, load_sentiment, read_labelled
 from tformer.data.nsp import length_batches
+from tformer.data.padding import pad, valid_mask
 from tformer.models.bert import BertClassifier
 from tformer.models.presets import preset
+from tformer.tasks.base import ModelSpec, Setup, load_checkpoint, run_task
 from tformer.tokenization.hf import check_vocabulary, load_tokenizer
 from tformer.tokenization.wordpiece import WordPieceTokenizer
-from tformer.training.checkpoint import load_model, tokenizer_dir
-from tformer.training.distributed import launched_world
-from tformer.training.loop import TrainConfig, fit
+from tformer.training.checkpoint import load_model
+from tformer.training.loop import TrainConfig
 from tformer.training.optim import OptimConfig
 from tformer.training.schedules import ScheduleConfig
 
@@ -66,10 +67,8 @@ class ClassifyDataConfig:
 
 
 @dataclass(kw_only=True)
-class ClassifyModelSpec:
-    preset: str = "bert-tiny"  # from scratch
-    overrides: dict = field(default_factory=dict)
-    init_from: str | None = None  # a tformer BERT checkpoint or a Hugging Face BERT directory
+class ClassifyModelSpec(ModelSpec):
+    init_from: str | None = None  # a tformer BERT checkpoint or a Hugging Face BERT directory (else: preset)
 
 
 def _classify_train_config() -> TrainConfig:
@@ -84,7 +83,7 @@ class ClassifyRecipe:
     task: str = "classify"
     out_dir: str = "runs/classify"
     data: ClassifyDataConfig = field(default_factory=ClassifyDataConfig)
-    model: ClassifyModelSpec = field(default_factory=ClassifyModelSpec)
+    model: ClassifyModelSpec = field(default_factory=lambda: ClassifyModelSpec(preset="bert-tiny"))
     train: TrainConfig = field(default_factory=_classify_train_config)
 
 
@@ -115,12 +114,8 @@ def encode_texts(tokenizer: Any, texts: list[str], max_len: int) -> list[list[in
 
 
 def collate_texts(rows: list[list[int]], labels: list[int], *, pad_id: int) -> ClassBatch:
-    width = max(map(len, rows))
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    for i, row in enumerate(rows):
-        ids[i, : len(row)] = torch.tensor(row)
-    valid = torch.arange(width) < torch.tensor([len(r) for r in rows])[:, None]  # (B, T)
-    return ClassBatch(ids, valid, torch.tensor(labels))
+    ids = pad(rows, pad_id)  # (B, T)
+    return ClassBatch(ids, valid_mask([len(r) for r in rows], width=ids.shape[1]), torch.tensor(labels))
 
 
 class ClassifyTask:
@@ -173,20 +168,16 @@ def accuracy(model: nn.Module, batches: list[ClassBatch]) -> dict[str, float]:
 def pretrained_encoder(path: str | Path) -> tuple[nn.Module, BertConfig, Any]:
     """(the encoder `Bert` module, its config, its tokenizer) of a tformer or Hugging Face BERT checkpoint."""
     path = Path(path)
-    if (path / "config.json").is_file():  # a Hugging Face directory
+    if not (path / "config.json").is_file():  # a tformer checkpoint
+        model, config, tokenizer = load_checkpoint(path)
+    else:  # a Hugging Face directory
         from tformer.interop import from_hf
 
         model, config = from_hf(path)
-        tokenizer_path = path
-    else:
-        model, config = load_model(path)
-        tokenizer_path = tokenizer_dir(path)
+        tokenizer = load_tokenizer(path)
+        check_vocabulary(tokenizer, config.vocab_size, where=f"model.init_from={str(path)!r}")
     if not isinstance(config, BertConfig) or not hasattr(model, "bert"):
         raise ValueError(f"model.init_from={str(path)!r} holds a {type(config).__name__}, not a BERT")
-    if tokenizer_path is None:
-        raise ValueError(f"model.init_from={str(path)!r} has no tokenizer")
-    tokenizer = load_tokenizer(tokenizer_path)
-    check_vocabulary(tokenizer, config.vocab_size, where=f"model.init_from={str(path)!r}")
     return model.bert, config, tokenizer
 
 
@@ -212,31 +203,30 @@ def build_classifier(recipe: ClassifyRecipe, train: Labelled, *,
 
 def train_classifier(recipe: ClassifyRecipe, *, resume: bool = False, progress: bool = True) -> dict[str, Any]:
     """Train (or resume) the classifier, then score its best checkpoint on the test split (if there is one)."""
-    out_dir = Path(recipe.out_dir)
-    torch.manual_seed(recipe.train.seed)
     train = load_split(recipe.data, "train")
-    valid = load_split(recipe.data, "validation", names=train.names)
-    saved = load_tokenizer(tokenizer_dir(out_dir / "last") or out_dir / "last") if resume else None
-    model, tokenizer = build_classifier(recipe, train, tokenizer=saved)
-    if model.config.max_len < recipe.data.max_len:
-        raise ValueError(f"data.max_len={recipe.data.max_len} exceeds the model's max_len={model.config.max_len}")
-    task = ClassifyTask(recipe, tokenizer, train, valid)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    state = fit(model, model.config, task, recipe.train, out_dir=out_dir, tokenizer=tokenizer, resume=resume,
-                progress=progress, recipe=recipe)
-    if state.get("interrupted") or not launched_world().is_main:
-        return state
-    if recipe.data.corpus != "files" or recipe.data.test:
+
+    def setup(tokenizer: Any) -> Setup:
+        valid = load_split(recipe.data, "validation", names=train.names)
+        model, tokenizer = build_classifier(recipe, train, tokenizer=tokenizer)
+        if model.config.max_len < recipe.data.max_len:
+            raise ValueError(f"data.max_len={recipe.data.max_len} exceeds the model's max_len={model.config.max_len}")
+        return Setup(model, model.config, ClassifyTask(recipe, tokenizer, train, valid), tokenizer)
+
+    def finish(state: dict[str, Any], built: Setup) -> dict[str, Any]:
+        if recipe.data.corpus == "files" and not recipe.data.test:
+            return state
+        out_dir = Path(recipe.out_dir)
         test = load_split(recipe.data, "test", names=train.names)
         best, _ = load_model(out_dir / "best")
-        result = {"test_accuracy": accuracy(best, make_batches(tokenizer, test, recipe.data))["accuracy"],
+        result = {"test_accuracy": accuracy(best, make_batches(built.tokenizer, test, recipe.data))["accuracy"],
                   "test_examples": len(test.texts), "best_valid_accuracy": state["best"], "steps": state["step"],
                   "train_minutes": state["elapsed"] / 60}
         (out_dir / "test.json").write_text(json.dumps(result, indent=2) + "\n")
-        state["test"] = result
         if progress:
             print(f"test accuracy {result['test_accuracy']:.4f} on {len(test.texts)} examples")
-    return state
+        return {**state, "test": result}
+
+    return run_task(recipe, setup, resume=resume, progress=progress, finish=finish)
 
 
 @torch.inference_mode()
@@ -249,3 +239,14 @@ def classify(model: BertClassifier, tokenizer: Any, texts: list[str], *, batch_s
         batch = collate_texts(chunk, [0] * len(chunk), pad_id=tokenizer.pad_id)
         out[start : start + len(chunk)] = model(batch.ids, valid=batch.valid).softmax(-1)
     return out
+
+
+def top_labels(model: BertClassifier, tokenizer: Any, texts: list[str], *,
+               top: int = 1) -> list[list[tuple[str, float]]]:
+    """The `top` most likely labels of each text (all of them if there are fewer), with their probabilities,
+    most likely first. A label is named as in training (`label_names`), else LABEL_<i>."""
+    config = model.config
+    names = list(config.label_names) or [f"LABEL_{i}" for i in range(config.n_labels)]
+    best = classify(model, tokenizer, texts).topk(min(top, config.n_labels), dim=-1)  # (N, top)
+    return [[(names[i], p) for p, i in zip(values, indices, strict=True)]
+            for values, indices in zip(best.values.tolist(), best.indices.tolist(), strict=True)]

@@ -25,6 +25,7 @@ B batch (blocks), T block_size, V vocabulary.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -34,17 +35,16 @@ import torch
 from torch import Tensor, nn
 
 from tformer.config import GPTConfig
-from tformer.data.device import device_of, to_device
 from tformer.data.text import load_text_corpus, read_texts
 from tformer.decoding import generate
+from tformer.decoding.sampling import check_sampling
 from tformer.models.presets import build_model, preset
+from tformer.tasks.base import ModelSpec, Setup, run_task, token_loss, token_nll
 from tformer.tokenization.bpe import BPETokenizer
 from tformer.tokenization.char import CharTokenizer
-from tformer.tokenization.hf import load_tokenizer
-from tformer.training.checkpoint import load_model, tokenizer_dir
+from tformer.training.checkpoint import load_model
 from tformer.training.distributed import launched_world
-from tformer.training.loop import TrainConfig, fit
-from tformer.training.losses import label_smoothed_nll, nll_sum
+from tformer.training.loop import TrainConfig
 from tformer.training.optim import OptimConfig
 from tformer.training.schedules import ScheduleConfig
 
@@ -80,12 +80,6 @@ class LMDataConfig:
 
 
 @dataclass(kw_only=True)
-class LMModelSpec:
-    preset: str = "gpt-tiny"
-    overrides: dict = field(default_factory=dict)  # nested config values over the preset
-
-
-@dataclass(kw_only=True)
 class SampleConfig:
     prompts: list[str] = field(default_factory=lambda: [""])  # "" starts a new document
     max_new_tokens: int = 200
@@ -116,7 +110,7 @@ class LMRecipe:
     task: str = "lm"
     out_dir: str = "runs/lm"
     data: LMDataConfig = field(default_factory=LMDataConfig)
-    model: LMModelSpec = field(default_factory=LMModelSpec)
+    model: ModelSpec = field(default_factory=lambda: ModelSpec(preset="gpt-tiny"))
     train: TrainConfig = field(default_factory=_lm_train_config)
     sample: SampleConfig = field(default_factory=SampleConfig)
 
@@ -223,19 +217,16 @@ class LMTask:
     def n_tokens(self, batch: LMBatch) -> int:
         return int((batch.targets != self.tokenizer.pad_id).sum())
 
-    def loss(self, model: nn.Module, batch: LMBatch) -> Tensor:
-        logits = model(batch.inputs)  # (B, T, V)
-        loss, _ = label_smoothed_nll(logits, batch.targets, smoothing=self.recipe.train.label_smoothing,
-                                     ignore_index=self.tokenizer.pad_id)
-        return loss
+    @staticmethod
+    def forward(model: nn.Module, batch: LMBatch) -> tuple[Tensor, Tensor]:
+        return model(batch.inputs), batch.targets  # (B, T, V), (B, T)
 
-    @torch.inference_mode()
+    def loss(self, model: nn.Module, batch: LMBatch) -> Tensor:
+        return token_loss(model, batch, self.forward, smoothing=self.recipe.train.label_smoothing,
+                          pad_id=self.tokenizer.pad_id)
+
     def evaluate(self, model: nn.Module) -> dict[str, float]:
-        total, count = 0.0, 0
-        for batch in self.valid_batches:
-            batch = to_device(batch, device_of(model))
-            nll, n = nll_sum(model(batch.inputs), batch.targets, ignore_index=self.tokenizer.pad_id)
-            total, count = total + float(nll), count + int(n)
+        total, count = token_nll(model, self.valid_batches, self.forward, pad_id=self.tokenizer.pad_id)
         return {"valid_loss": total / count, "valid_ppl": math.exp(min(total / count, 700.0)),
                 "bits_per_char": total / math.log(2) / self.valid_chars}
 
@@ -254,6 +245,51 @@ def sample_texts(model: nn.Module, tokenizer: Any, config: SampleConfig, *, seed
     new = generate(model, prompts, max_new_tokens=max_new, temperature=config.temperature, top_k=config.top_k,
                    top_p=config.top_p, stop_tokens=(tokenizer.eos_id,), seed=seed, pad_id=tokenizer.pad_id)
     return [p + tokenizer.decode(ids) for p, ids in zip(config.prompts, new, strict=True)]
+
+
+def prompt_ids(tokenizer: Any, config: GPTConfig, prompt: str) -> list[int]:
+    """The ids a continuation of `prompt` starts from: the model's start token (bos_id, the token a document
+    starts after), if it has one, then the prompt's; a ValueError if there are none, or if they fill the
+    context and leave no room to generate."""
+    start = [] if config.bos_id is None else [config.bos_id]
+    ids = start + tokenizer.encode(prompt)
+    if not ids:
+        raise ValueError("the prompt is empty and the model has no bos_id to start from")
+    if len(ids) >= config.max_len:
+        raise ValueError(f"the prompt is {len(ids)} tokens{' with the start token' if start else ''}; the "
+                         f"model's context max_len={config.max_len} leaves no room to generate (give at most "
+                         f"{config.max_len - 1 - len(start)} tokens)")
+    return ids
+
+
+def continue_prompt(model: nn.Module, tokenizer: Any, prompt: str, *, max_new_tokens: int,
+                    temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+                    seed: int | None = None, stop_at_eos: bool = True,
+                    on_text: Callable[[str], None] | None = None) -> str:
+    """The text a GPT writes after `prompt` (read as the start of a document, `prompt_ids`): at most
+    `max_new_tokens` tokens, fewer where the context ends, and it stops at the end-of-text token unless
+    `stop_at_eos` is False. `on_text(piece)` gets the text as it appears, to stream it: the prompt, then
+    the new text of each token (a multi-byte character once it is whole)."""
+    check_sampling(temperature=temperature, top_k=top_k, top_p=top_p)
+    config = model.config
+    ids = prompt_ids(tokenizer, config, prompt)
+    stop = () if not stop_at_eos or config.eos_id is None else (config.eos_id,)
+    produced: list[int] = []
+    shown = ""
+    if on_text is not None:
+        on_text(prompt)
+
+    def stream(row: int, token: int) -> None:
+        nonlocal shown
+        produced.append(token)
+        text = tokenizer.decode(produced)
+        if on_text is not None and not text.endswith("\ufffd"):  # wait for the rest of a multi-byte character
+            on_text(text[len(shown):])
+            shown = text
+
+    generate(model, [ids], max_new_tokens=min(max_new_tokens, config.max_len - len(ids)), temperature=temperature,
+             top_k=top_k, top_p=top_p, stop_tokens=stop, seed=seed, on_token=stream)
+    return tokenizer.decode(produced)
 
 
 # --- training -------------------------------------------------------------------------------------------
@@ -280,30 +316,24 @@ def model_config(recipe: LMRecipe, tokenizer: Any) -> GPTConfig:
 def train_lm(recipe: LMRecipe, *, resume: bool = False, progress: bool = True) -> dict[str, Any]:
     """Train (or resume) the recipe's language model, then sample from it; returns the loop's final state
     with the samples under "samples" (also written to out_dir/samples.txt)."""
-    out_dir = Path(recipe.out_dir)
-    torch.manual_seed(recipe.train.seed)
-    train_docs = load_split(recipe.data, "train")
-    if resume:
-        directory = tokenizer_dir(out_dir / "last")
-        if directory is None:
-            raise ValueError(f"cannot resume: no tokenizer in {out_dir / 'last'}")
-        tokenizer = load_tokenizer(directory)
-    else:
-        tokenizer = train_tokenizer(recipe.data, train_docs)
-    task = LMTask(recipe, tokenizer, train_docs=train_docs)
-    config = model_config(recipe, tokenizer)
-    model = build_model(config)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    state = fit(model, config, task, recipe.train, out_dir=out_dir, tokenizer=tokenizer, resume=resume,
-                progress=progress, recipe=recipe)
-    world = launched_world()
-    if state.get("interrupted") or not world.is_main:
-        return state
-    if world.is_distributed:  # the trained weights may be sharded over the ranks: read them back whole
-        model, _ = load_model(out_dir / "last")
-    samples = sample_texts(model, tokenizer, recipe.sample, seed=recipe.train.seed)
-    (out_dir / "samples.txt").write_text("".join(f"=== sample {i}\n{s}\n" for i, s in enumerate(samples)))
-    if progress:
-        for text in samples:
-            print(f"--- sample\n{text}")
-    return {**state, "samples": samples}
+
+    def setup(tokenizer: Any) -> Setup:
+        train_docs = load_split(recipe.data, "train")
+        if tokenizer is None:
+            tokenizer = train_tokenizer(recipe.data, train_docs)
+        task = LMTask(recipe, tokenizer, train_docs=train_docs)
+        config = model_config(recipe, tokenizer)
+        return Setup(build_model(config), config, task, tokenizer)
+
+    def finish(state: dict[str, Any], built: Setup) -> dict[str, Any]:
+        out_dir, model = Path(recipe.out_dir), built.model
+        if launched_world().is_distributed:  # the trained weights may be sharded over the ranks: read them whole
+            model, _ = load_model(out_dir / "last")
+        samples = sample_texts(model, built.tokenizer, recipe.sample, seed=recipe.train.seed)
+        (out_dir / "samples.txt").write_text("".join(f"=== sample {i}\n{s}\n" for i, s in enumerate(samples)))
+        if progress:
+            for text in samples:
+                print(f"--- sample\n{text}")
+        return {**state, "samples": samples}
+
+    return run_task(recipe, setup, resume=resume, progress=progress, finish=finish)

@@ -16,22 +16,22 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from tformer.config import Seq2SeqConfig
+from tformer.config import Seq2SeqConfig, from_dict
 from tformer.data import collate, limit_lengths, load_bible, read_parallel
 from tformer.data.batching import Batch, TokenBatchSampler
-from tformer.data.device import device_of, to_device
+from tformer.data.device import device_of
+from tformer.data.padding import pad
 from tformer.decoding import beam_search, greedy
 from tformer.evaluation import Scores, score_corpus
 from tformer.files import write_atomic
 from tformer.models.presets import build_model, preset
+from tformer.tasks.base import ModelSpec, Setup, check_kind, load_checkpoint, run_task, token_loss, token_nll
 from tformer.tokenization.bpe import BPETokenizer
-from tformer.tokenization.hf import check_vocabulary
-from tformer.training.checkpoint import load_model, tokenizer_dir
-from tformer.training.loop import TrainConfig, fit
-from tformer.training.losses import label_smoothed_nll, nll_sum
+from tformer.training.loop import TrainConfig
 
 SPLITS = ("train", "valid", "test")
 
@@ -64,12 +64,6 @@ class DataConfig:
 
 
 @dataclass(kw_only=True)
-class ModelSpec:
-    preset: str = "transformer-tiny"
-    overrides: dict = field(default_factory=dict)  # nested config values over the preset
-
-
-@dataclass(kw_only=True)
 class DecodeConfig:
     beam: int = 4
     lenpen: float = 1.0  # fairseq: score = log p / length ** lenpen
@@ -89,7 +83,7 @@ class TranslationRecipe:
     task: str = "translation"
     out_dir: str = "runs/translation"
     data: DataConfig = field(default_factory=DataConfig)
-    model: ModelSpec = field(default_factory=ModelSpec)
+    model: ModelSpec = field(default_factory=lambda: ModelSpec(preset="transformer-tiny"))
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
@@ -141,19 +135,16 @@ class TranslationTask:
     def n_tokens(self, batch: Batch) -> int:
         return batch.n_target_tokens
 
-    def loss(self, model: nn.Module, batch: Batch) -> Tensor:
-        logits = model(batch.src, batch.tgt_in)  # (B, T, V)
-        loss, _ = label_smoothed_nll(logits, batch.tgt_out, smoothing=self.recipe.train.label_smoothing,
-                                     ignore_index=self.tokenizer.pad_id)
-        return loss
+    @staticmethod
+    def forward(model: nn.Module, batch: Batch) -> tuple[Tensor, Tensor]:
+        return model(batch.src, batch.tgt_in), batch.tgt_out  # (B, T, V), (B, T)
 
-    @torch.inference_mode()
+    def loss(self, model: nn.Module, batch: Batch) -> Tensor:
+        return token_loss(model, batch, self.forward, smoothing=self.recipe.train.label_smoothing,
+                          pad_id=self.tokenizer.pad_id)
+
     def evaluate(self, model: nn.Module) -> dict[str, float]:
-        total, count = 0.0, 0
-        for batch in self.valid_batches:
-            batch = to_device(batch, device_of(model))
-            nll, n = nll_sum(model(batch.src, batch.tgt_in), batch.tgt_out, ignore_index=self.tokenizer.pad_id)
-            total, count = total + float(nll), count + int(n)
+        total, count = token_nll(model, self.valid_batches, self.forward, pad_id=self.tokenizer.pad_id)
         pairs = self.valid_pairs[: self.recipe.data.bleu_sentences]
         greedy_decode = DecodeConfig(**{**vars(self.recipe.decode), "beam": 1})
         hyps = translate(model, self.tokenizer, [s for s, _ in pairs], greedy_decode)
@@ -164,24 +155,17 @@ class TranslationTask:
 
 def train_translation(recipe: TranslationRecipe, *, resume: bool = False, progress: bool = True) -> dict[str, Any]:
     """Train (or resume) the recipe's model; returns the loop's final state."""
-    out_dir = Path(recipe.out_dir)
-    torch.manual_seed(recipe.train.seed)
-    if resume:
-        directory = tokenizer_dir(out_dir / "last")
-        if directory is None:
-            raise ValueError(f"cannot resume: no checkpoint with a tokenizer at {out_dir / 'last'} "
-                             "(train without --resume to start afresh)")
-        tokenizer = BPETokenizer.load(directory)
-    else:
-        train_pairs = load_split(recipe.data, "train")
-        texts = [s for s, _ in train_pairs] + [t for _, t in train_pairs]
-        tokenizer = BPETokenizer.train(texts, vocab_size=recipe.data.vocab_size)
-    task = TranslationTask(recipe, tokenizer)
-    config = model_config(recipe, tokenizer)
-    model = build_model(config)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    return fit(model, config, task, recipe.train, out_dir=out_dir, tokenizer=tokenizer, resume=resume,
-               progress=progress, recipe=recipe)
+
+    def setup(tokenizer: BPETokenizer | None) -> Setup:
+        if tokenizer is None:  # a joint BPE over both sides of the training split
+            train_pairs = load_split(recipe.data, "train")
+            texts = [s for s, _ in train_pairs] + [t for _, t in train_pairs]
+            tokenizer = BPETokenizer.train(texts, vocab_size=recipe.data.vocab_size)
+        task = TranslationTask(recipe, tokenizer)
+        config = model_config(recipe, tokenizer)
+        return Setup(build_model(config), config, task, tokenizer)
+
+    return run_task(recipe, setup, resume=resume, progress=progress)
 
 
 def model_config(recipe: TranslationRecipe, tokenizer: BPETokenizer) -> Seq2SeqConfig:
@@ -208,7 +192,7 @@ def translate(model: nn.Module, tokenizer: BPETokenizer, sentences: list[str], d
                file=sys.stderr, disable=not progress, dynamic_ncols=True)
     for start in range(0, len(todo), decode.batch_size):
         chunk = todo[start : start + decode.batch_size]
-        src = _pad([ids[i] for i in chunk], tokenizer.pad_id).to(device_of(model))  # (B, S)
+        src = pad([ids[i] for i in chunk], tokenizer.pad_id, device=device_of(model))  # (B, S)
         common = dict(max_len_a=decode.max_len_a, max_len_b=decode.max_len_b)
         if decode.beam == 1:
             tokens = greedy(model, src, **common)
@@ -222,25 +206,31 @@ def translate(model: nn.Module, tokenizer: BPETokenizer, sentences: list[str], d
     return out
 
 
-def _pad(rows: list[list[int]], pad_id: int) -> Tensor:
-    out = torch.full((len(rows), max(map(len, rows))), pad_id, dtype=torch.long)  # (B, S)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = torch.tensor(row)
-    return out
+def run_recipe(checkpoint: str | Path, *, command: str = "translate",
+               required: bool = False) -> TranslationRecipe | None:
+    """The recipe a translator was trained with (RUN_DIR/recipe.yaml beside RUN_DIR/last), if there is one
+    (`required`: a ValueError if not). The checkpoint's kind is checked first, for `command`, so the run of
+    another task is named as such, not read as a translation recipe with unknown keys."""
+    check_kind(checkpoint, command)
+    path = Path(checkpoint).resolve().parent / "recipe.yaml"
+    if not path.is_file():
+        if required:
+            raise ValueError(f"no recipe.yaml beside {checkpoint}; {command} needs the run directory's data settings")
+        return None
+    try:
+        return from_dict(TranslationRecipe, yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+    except (yaml.YAMLError, ValueError, TypeError, UnicodeDecodeError) as e:
+        reason = " ".join(str(e).split()) or type(e).__name__
+        raise ValueError(f"{path} (the run's recipe beside the checkpoint) is not a valid recipe: {reason}") from None
 
 
-def load_translator(checkpoint: str | Path) -> tuple[nn.Module, BPETokenizer]:
-    """A trained model and its tokenizer from a checkpoint directory."""
-    model, config = load_model(checkpoint)
-    if not isinstance(config, Seq2SeqConfig):
-        raise ValueError(f"checkpoint {checkpoint} holds a {type(config).__name__}, not an encoder-decoder")
-    directory = tokenizer_dir(checkpoint)
-    if directory is None:
-        raise ValueError(f"checkpoint {checkpoint} has no tokenizer/ directory")
-    tokenizer = BPETokenizer.load(directory)
-    shared = min(config.vocab_size, config.src_vocab_size or config.vocab_size)  # one tokenizer for both sides
-    check_vocabulary(tokenizer, shared, where=f"checkpoint {checkpoint}")
-    return model, tokenizer
+def decode_config(recipe: TranslationRecipe | None, *, beam: int | None = None, lenpen: float | None = None,
+                  batch_size: int | None = None) -> DecodeConfig:
+    """The recipe's decoding settings (the defaults without a recipe), with those given here (not None) over
+    them; checked as a recipe's own are."""
+    base = vars(recipe.decode) if recipe is not None else {}
+    given = {"beam": beam, "lenpen": lenpen, "batch_size": batch_size}
+    return DecodeConfig(**{**base, **{k: v for k, v in given.items() if v is not None}})
 
 
 def evaluate_checkpoint(checkpoint: str | Path, data: DataConfig, split: str, decode: DecodeConfig, *,
@@ -248,7 +238,7 @@ def evaluate_checkpoint(checkpoint: str | Path, data: DataConfig, split: str, de
                         progress: bool = False) -> tuple[Scores, list[tuple[str, str]], list[str]]:
     """Translate a split (its first `limit` pairs) with a checkpoint and score it: (scores, pairs, hypotheses).
     `progress`: a bar over the sentences on stderr."""
-    model, tokenizer = load_translator(checkpoint)
+    model, _, tokenizer = load_checkpoint(checkpoint, command="evaluate")
     pairs = load_split(data, split)[:limit]
     hyps = translate(model, tokenizer, [s for s, _ in pairs], decode, progress=progress)
     return score_corpus(hyps, [t for _, t in pairs]), pairs, hyps

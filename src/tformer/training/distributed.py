@@ -24,6 +24,8 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
+from tformer.data.device import device_of
+
 STRATEGIES = ("ddp", "fsdp")
 
 
@@ -63,7 +65,7 @@ def setup(model: nn.Module, strategy: str) -> tuple[nn.Module, nn.Module, World]
         return model, model, world
     if strategy not in STRATEGIES:
         raise ValueError(f"train.distributed={strategy!r} is not allowed; choose one of {', '.join(STRATEGIES)}")
-    device = next(model.parameters()).device
+    device = device_of(model)
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     if strategy == "ddp":

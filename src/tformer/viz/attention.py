@@ -20,11 +20,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
+
+from tformer.data.device import device_of
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -49,17 +50,6 @@ class AttentionMap:
 
 
 # --- computing the maps ---------------------------------------------------------------------------------
-
-
-def load_checkpoint(path: str | Path) -> tuple[nn.Module, Any]:
-    """(model, tokenizer) of a checkpoint directory (trained here or imported with `convert --from-hf`)."""
-    from tformer.tokenization import load_tokenizer
-    from tformer.training.checkpoint import load_model, tokenizer_dir
-
-    model, _ = load_model(path)
-    if tokenizer_dir(path) is None:
-        raise ValueError(f"checkpoint {path} has no tokenizer/ directory; attention maps need it to read the text")
-    return model, load_tokenizer(path)
 
 
 def check_exact(model: nn.Module) -> None:
@@ -110,7 +100,7 @@ def token_label(tokenizer: Any, i: int) -> str:
 
 
 def _batch(model: nn.Module, ids: list[int]) -> Tensor:  # (1, T) on the model's device
-    return torch.tensor([ids], device=next(model.parameters()).device)
+    return torch.tensor([ids], device=device_of(model))
 
 
 def _check_length(n: int, max_len: int, what: str) -> None:

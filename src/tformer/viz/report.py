@@ -159,14 +159,14 @@ def model_section(run: Path) -> list[str]:
     """Samples from the run's checkpoint and the attention grid of one of them; a note when there is no
     checkpoint or it cannot be loaded."""
     from tformer.config import GPTConfig, Seq2SeqConfig
-    from tformer.viz.attention import load_checkpoint
+    from tformer.tasks import load_checkpoint
 
     esc = html.escape
     checkpoint = find_checkpoint(run)
     if checkpoint is None:
         return [f"<h2>Samples</h2><p>no checkpoint in {esc(str(run))} (best/ or last/)</p>"]
     try:
-        model, tokenizer = load_checkpoint(checkpoint)
+        model, _, tokenizer = load_checkpoint(checkpoint)
     except (ValueError, FileNotFoundError) as e:
         return [f"<h2>Samples</h2><p>cannot load the checkpoint: {esc(str(e))}</p>"]
     parts = [f'<p class="note">checkpoint {esc(str(checkpoint))}: {esc(type(model).__name__)}, '

@@ -1,4 +1,4 @@
-"""The `tformer plot ...` and `tformer report` commands (registered by `tformer.cli.build_parser`).
+"""Pictures and reports (`tformer.viz`):
 
     tformer plot attention --checkpoint DIR --text TEXT [--target TEXT] [--part P] [--layer L] [--head H]
                            [--out FILE]
@@ -61,11 +61,12 @@ def add_out_dir(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_attention(args: argparse.Namespace) -> int:
-    from tformer.viz.attention import attention_maps, load_checkpoint, plot_attention, select
+    from tformer.tasks.base import load_checkpoint
+    from tformer.viz.attention import attention_maps, plot_attention, select
     from tformer.viz.figures import output_format, save_figure
 
     output_format(args.out)  # a bad suffix fails before the model runs
-    model, tokenizer = load_checkpoint(args.checkpoint)
+    model, _, tokenizer = load_checkpoint(args.checkpoint)
     maps = attention_maps(model, tokenizer, args.text, target=args.target)
     select(maps, part=args.part, layer=args.layer, head=args.head)  # a bad --part/--layer/--head fails here
     print(f"wrote {save_figure(plot_attention(maps, part=args.part, layer=args.layer, head=args.head), args.out)}")

@@ -1,0 +1,74 @@
+"""The `tformer` command.
+
+    tformer train CONFIG.yaml [key=value ...] [--resume]
+    tformer translate --checkpoint DIR [--input F] [--output F] [--beam N] [--lenpen X]
+    tformer evaluate --checkpoint DIR [--split test] [--beam N] [--lenpen X]
+    tformer demo CONFIG.yaml [key=value ...]
+    tformer generate --checkpoint DIR --prompt TEXT [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P]
+    tformer score --checkpoint DIR FILE [--per-token]
+    tformer classify --checkpoint DIR [--input F] [--top N]
+    tformer convert --from-hf DIR --out DIR   |   tformer convert --to-hf CHECKPOINT --out DIR
+    tformer plot attention --checkpoint DIR --text TEXT [--target TEXT] [--part P] [--layer L] [--head H] [--out F]
+    tformer plot positions [--max-len N] [--d-model D] [--heads H] [--out-dir DIR] [--format png|svg]
+    tformer plot curves RUN_DIR [RUN_DIR ...] [--out FILE]
+    tformer plot complexity [--results docs/complexity/results.json] [--out-dir DIR] [--format png|svg]
+    tformer report RUN_DIR [--out FILE]
+
+One module per group of commands registers its commands and turns their arguments into calls of the
+library, which checks and interprets prompts, files and decoding settings (so the Python API gets the same
+checks): `train` (train), `translate` (translate, evaluate, demo), `lm` (generate, score), `classify`,
+`convert`, `viz` (plot, report). The library is imported inside each command, so `--help` stays quick.
+
+A user error (bad config, bad file, bad value) prints one line `tformer: error: ...` and exits with 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import NoReturn
+
+from tformer.cli import classify, convert, lm, train, translate, viz
+
+EXIT_USER_ERROR = 2
+GROUPS = (train, translate, lm, classify, convert, viz)  # in the order `tformer --help` lists their commands
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help (0), or a usage error already printed as one line (2)
+        return e.code if isinstance(e.code, int) else EXIT_USER_ERROR
+    try:
+        return args.run(args)
+    except (ValueError, RuntimeError, OSError) as e:
+        if isinstance(e, OSError) and e.filename and e.strerror:  # "path: Permission denied", not "[Errno 13] ..."
+            message = f"{e.filename}: {e.strerror}"
+        else:
+            message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        print(f"tformer: error: {message}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("tformer: interrupted", file=sys.stderr)
+        return 130
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error printed as every other user error is: one line `tformer: error: ...`
+    (no usage block), exit code 2. Subcommand parsers inherit it."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"tformer: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USER_ERROR)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="tformer", description="The Transformer family end to end.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for group in GROUPS:
+        group.add_commands(sub)
+    return parser
+
+
+__all__ = ["build_parser", "main"]

@@ -1,0 +1,43 @@
+"""`tformer convert --from-hf DIR --out DIR` and `tformer convert --to-hf CHECKPOINT --out DIR`: Hugging
+Face checkpoints in and out (`tformer.interop`), each with its tokenizer where there is one."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("convert", help="Hugging Face checkpoints in and out")
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--from-hf", metavar="DIR", help="a local Hugging Face model directory to import")
+    group.add_argument("--to-hf", metavar="CHECKPOINT", help="a tformer checkpoint to export")
+    p.add_argument("--out", required=True, help="output directory")
+    p.set_defaults(run=cmd_convert)
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    from tformer.interop import checkpoint_to_hf, from_hf
+    from tformer.training.checkpoint import save_checkpoint
+
+    if args.from_hf:
+        model, config = from_hf(args.from_hf)
+        tokenizer = Path(args.from_hf) / "tokenizer.json"  # kept beside the weights, in the same atomic write
+        save_checkpoint(Path(args.out), model=model, config=config,
+                        tokenizer=CopiedFile(tokenizer) if tokenizer.is_file() else None)
+        print(f"imported {type(model).__name__} from {args.from_hf} into {args.out}")
+    else:
+        model = checkpoint_to_hf(args.to_hf, args.out)  # with its tokenizer, if transformers can read it
+        print(f"exported {type(model).__name__} from {args.to_hf} to {args.out}")
+    return 0
+
+
+class CopiedFile:
+    """A tokenizer for `save_checkpoint` that is just a file to copy into the checkpoint's tokenizer/."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def save(self, directory: Path) -> None:
+        shutil.copy(self.path, directory / self.path.name)

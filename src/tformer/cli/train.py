@@ -1,0 +1,36 @@
+"""`tformer train CONFIG.yaml [key=value ...] [--resume] [--no-progress]`: any task's recipe."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train a model from a YAML recipe")
+    p.add_argument("config", help="YAML recipe, e.g. configs/demo.yaml")
+    p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.max_steps=100")
+    p.add_argument("--resume", action="store_true", help="continue from OUT_DIR/last exactly")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(run=cmd_train)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from tformer.tasks import load_recipe, train
+    from tformer.training.distributed import launched_world
+    from tformer.training.loop import stop_summary
+
+    recipe = load_recipe(args.config, args.overrides)
+    state = train(recipe, resume=args.resume, progress=not args.no_progress)
+    if state.get("interrupted"):
+        print(f"tformer: {state['interrupted']} at step {state['step']}: saved {recipe.out_dir}/last; "
+              f"continue with --resume", file=sys.stderr)
+        return 128 + signal.Signals[state["interrupted"]].value
+    if not launched_world().is_main:  # under torchrun, rank 0 reports
+        return 0
+    print(stop_summary(state))
+    metrics = state.get("metrics", {})
+    print(f"step {state['step']}: " + ", ".join(f"{k} {v:.3f}" for k, v in metrics.items()))
+    print(f"checkpoints in {recipe.out_dir}/last and {recipe.out_dir}/best")
+    return 0

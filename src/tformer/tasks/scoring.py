@@ -1,0 +1,57 @@
+"""Scoring lines of text with a trained checkpoint (`tformer score`): under a GPT, each line's
+log-likelihood (with perplexity and bits per character and per byte); under an encoder-decoder,
+log p(target | source) of each `source<TAB>target` line. The sums are `decoding.scoring`'s; here the text
+is read, split and checked against the model's context, with errors that name the file and line."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from torch import nn
+
+from tformer.data.lines import read_lines
+from tformer.decoding import TextScore, conditional_log_probs, score_sequences
+
+
+def read_scored_lines(path: str | os.PathLike) -> list[str]:
+    """The non-empty lines of a UTF-8 file; a ValueError if there are none."""
+    lines = [line for line in read_lines(path) if line.strip()]
+    if not lines:
+        raise ValueError(f"{path} has no non-empty line to score")
+    return lines
+
+
+def score_lines(model: nn.Module, tokenizer: Any, lines: list[str]) -> list[TextScore]:
+    """Each line's score under a GPT, read as a document (after the model's start token, if it has one,
+    so every token is scored; without one the first token is context only)."""
+    scores = score_sequences(model, [tokenizer.encode(line) for line in lines], bos_id=model.config.bos_id)
+    return [TextScore(log_prob=s.log_prob, n_tokens=s.n_tokens, token_log_probs=s.token_log_probs,
+                      n_chars=len(line), n_bytes=len(line.encode())) for s, line in zip(scores, lines, strict=True)]
+
+
+def token_scores(tokenizer: Any, line: str, score: TextScore) -> list[tuple[str, float]]:
+    """(token text, log p(x_t | x_<t)) of each scored token of `line`, in order."""
+    ids = tokenizer.encode(line)  # without a start token the first one is context, not scored
+    scored = ids[len(ids) - score.n_tokens :]
+    return [(tokenizer.decode([token]), lp) for token, lp in zip(scored, score.token_log_probs.tolist(), strict=True)]
+
+
+def score_pairs(model: nn.Module, tokenizer: Any, lines: list[str], *, where: str | os.PathLike) -> list[float]:
+    """log p(target | source) of each `source<TAB>target` line (from file `where`, named in errors) under an
+    encoder-decoder, the target's end token included."""
+    max_len = model.config.max_len
+    pairs = [line.split("\t") for line in lines]
+    bad = next((i for i, p in enumerate(pairs) if len(p) != 2), None)
+    if bad is not None:
+        raise ValueError(f"{where}:{bad + 1}: expected source<TAB>target for an encoder-decoder")
+    sources, targets = [tokenizer.encode(s) for s, _ in pairs], [tokenizer.encode(t) for _, t in pairs]
+    for i, (src, tgt) in enumerate(zip(sources, targets, strict=True), 1):  # the target gets an end token
+        if len(src) > max_len or len(tgt) + 1 > max_len:
+            side, n = ("source", len(src)) if len(src) > max_len else ("target", len(tgt) + 1)
+            raise ValueError(f"{where}:{i}: the {side} is {n} tokens, longer than the model's context "
+                             f"max_len={max_len}")
+    return conditional_log_probs(model, sources, targets)
+
+
+__all__ = ["read_scored_lines", "score_lines", "score_pairs", "token_scores"]
