@@ -68,9 +68,27 @@ def test_fast_path_equals_eager_with_grouped_heads(n_kv_heads: int) -> None:
         assert (eager(x, mask=mask, causal=causal) - fast(x, mask=mask, causal=causal)).abs().max() <= 1e-5
 
 
-def test_grouped_query_heads_share_keys() -> None:
-    attn = make("eager", n_kv_heads=1)
-    assert attn.k_proj.weight.shape == (D // H, D)  # one key head of width D/H serves all H query heads
+@pytest.mark.parametrize("n_kv_heads", [2, 1])
+def test_grouped_query_heads_share_keys(n_kv_heads: int) -> None:
+    """Grouped-query attention is multi-head attention whose key/value heads are copies within each group
+    of H / n_kv_heads query heads: copying them out gives an MHA with the same outputs and cache."""
+    grouped = make("eager", n_kv_heads=n_kv_heads)
+    full = make("eager")
+    group = H // n_kv_heads
+    with torch.no_grad():
+        for name in ("q_proj", "out_proj"):
+            getattr(full, name).load_state_dict(getattr(grouped, name).state_dict())
+        for name in ("k_proj", "v_proj"):
+            small, big = getattr(grouped, name), getattr(full, name)
+            big.weight.copy_(small.weight.view(n_kv_heads, 1, D // H, D).expand(-1, group, -1, -1).reshape(D, D))
+            big.bias.copy_(small.bias.view(n_kv_heads, 1, D // H).expand(-1, group, -1).reshape(D))
+    x = torch.randn(2, 6, D)
+    torch.testing.assert_close(grouped(x, causal=True), full(x, causal=True), atol=1e-5, rtol=0)
+    caches = [KVCache(batch=2, n_kv_heads=n, max_len=6, head_dim=D // H) for n in (n_kv_heads, H)]
+    grouped(x, causal=True, cache=caches[0])
+    full(x, causal=True, cache=caches[1])
+    assert caches[0].k.numel() * group == caches[1].k.numel()  # the cache is `group` times smaller
+    torch.testing.assert_close(caches[0].k.repeat_interleave(group, dim=1), caches[1].k, atol=1e-6, rtol=0)
 
 
 def test_fully_masked_rows_give_zeros_not_nan() -> None:

