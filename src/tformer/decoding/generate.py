@@ -25,8 +25,8 @@ from torch import Tensor, nn
 
 from tformer.data.device import device_of
 from tformer.data.padding import pad, valid_mask
-from tformer.decoding.greedy import eval_mode, reorder_rows
 from tformer.decoding.sampling import check_sampling, sample_next
+from tformer.decoding.steps import eval_mode, reorder_rows
 from tformer.models.gpt import left_padded_positions
 from tformer.nn.kv_cache import LayerCache
 
