@@ -58,7 +58,7 @@ def next_logits(model: nn.Module, ids: Tensor, valid: Tensor | None, *,
     """Logits (N, V) float32 of the token after each row of the left-padded ids (N, S), valid (N, S) (None:
     no padding, so no mask to apply and positions counted from 0). With caches, only the ids not cached yet
     are fed (all of them at prefill, then the newest one); without, the whole sequence is."""
-    start = 0 if caches is None else caches[0].self_kv.length
+    start = 0 if caches is None else caches[0].mixer_state.length
     positions = None if valid is None else left_padded_positions(valid)[:, start:]  # (N, T)
     logits = model(ids[:, start:], valid=valid, positions=positions, caches=caches)  # (N, T, V)
     return logits[:, -1].float()
