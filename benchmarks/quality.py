@@ -143,7 +143,7 @@ def state_bytes(state: object) -> int:
 
 def cache_bytes(model: nn.Module, positions: int = CACHE_POSITIONS) -> int:
     """Bytes of the decoding caches of all layers for one sequence of `positions` tokens, as allocated."""
-    return sum(state_bytes(c.self_kv) for c in model.new_caches(1, positions))
+    return sum(state_bytes(c.mixer_state) for c in model.new_caches(1, positions))
 
 
 def expected_cache_bytes(config: GPTConfig, positions: int = CACHE_POSITIONS) -> tuple[int, bool]:

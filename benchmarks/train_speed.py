@@ -125,8 +125,8 @@ def copy_into_torch(ours: nn.Module, baseline: nn.Module) -> None:
     sd = ours.state_dict()
     out = {"tokens.weight": sd["tgt_embed.tokens.weight"], "lm_head.weight": sd["lm_head.weight"]}
     for side, cross in (("encoder", False), ("decoder", True)):
-        attns = {"self_attn": "self_attn", **({"cross_attn": "multihead_attn"} if cross else {})}
-        norms = ["attn_norm", "cross_norm", "mlp_norm"] if cross else ["attn_norm", "mlp_norm"]
+        attns = {"mixer": "self_attn", **({"cross_attn": "multihead_attn"} if cross else {})}
+        norms = ["mixer_norm", "cross_norm", "mlp_norm"] if cross else ["mixer_norm", "mlp_norm"]
         parts = {"mlp.fc_in": "linear1", "mlp.fc_out": "linear2", **{n: f"norm{j}" for j, n in enumerate(norms, 1)},
                  **{f"{a}.out_proj": f"{m}.out_proj" for a, m in attns.items()}}
         for i in range(len(getattr(ours, side).layers)):

@@ -138,7 +138,7 @@ def test_cached_steps_feed_one_token_and_cross_attend_once(search: object) -> No
     model, src = random_model(0), padded_batch(0)
     layer = model.decoder.layers[0]
     seen: dict[str, list[tuple[int, ...]]] = {"self": [], "cross": []}
-    hooks = [layer.self_attn.k_proj.register_forward_hook(lambda m, i, o: seen["self"].append(i[0].shape)),
+    hooks = [layer.mixer.k_proj.register_forward_hook(lambda m, i, o: seen["self"].append(i[0].shape)),
              layer.cross_attn.k_proj.register_forward_hook(lambda m, i, o: seen["cross"].append(i[0].shape))]
     search(model, src)
     for hook in hooks:

@@ -68,7 +68,7 @@ def test_bert_forward_backward(kind: str) -> None:
     mlm, nsp = model(ids, valid=valid)
     assert mlm.shape == (3, 12, VOCAB) and nsp.shape == (3, 2)
     assert_trains(model, mlm.logsumexp(-1).mean() + nsp.logsumexp(-1).mean())
-    mixer = model.bert.encoder.layers[0].self_attn
+    mixer = model.bert.encoder.layers[0].mixer
     assert isinstance(mixer, SSMMixer if kind == "ssm" else Attention)
 
 
@@ -109,9 +109,9 @@ def test_seq2seq_forward_backward_and_cached_decoding(kind: str) -> None:
     logits = model(src, tgt)
     assert logits.shape == (3, 8, VOCAB)
     assert_trains(model, logits.logsumexp(-1).mean())
-    decoder_mixer = model.decoder.layers[0].self_attn
+    decoder_mixer = model.decoder.layers[0].mixer
     if kind == "lowrank":  # bidirectional only: the encoder's attention, exact in the decoder
-        assert model.encoder.layers[0].self_attn.kernel.__class__.__name__ == "LowRankAttention"
+        assert model.encoder.layers[0].mixer.kernel.__class__.__name__ == "LowRankAttention"
         assert decoder_mixer.kernel.exact
     spread(model)
     assert greedy(model, src, max_len_b=12) == greedy(model, src, max_len_b=12, use_cache=False)

@@ -19,10 +19,10 @@ def copy_attention(ours: nn.Module, ref: nn.MultiheadAttention) -> None:
 
 
 def copy_layer(ours: nn.Module, ref: nn.Module, *, cross: bool) -> None:
-    copy_attention(ours.self_attn, ref.self_attn)
+    copy_attention(ours.mixer, ref.self_attn)
     ours.mlp.fc_in.load_state_dict(ref.linear1.state_dict())
     ours.mlp.fc_out.load_state_dict(ref.linear2.state_dict())
-    ours.attn_norm.load_state_dict(ref.norm1.state_dict())
+    ours.mixer_norm.load_state_dict(ref.norm1.state_dict())
     if cross:
         copy_attention(ours.cross_attn, ref.multihead_attn)
         ours.cross_norm.load_state_dict(ref.norm2.state_dict())

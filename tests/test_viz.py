@@ -114,7 +114,7 @@ def test_gpt_attention_is_causal_and_rows_sum_to_one(gpt) -> None:  # noqa: ANN0
     assert m.part == "decoder" and m.weights.shape[:2] == (2, 4)
     assert m.queries[0] == "</s>" and m.queries[1:4] == ["A", "n", "d"] and m.queries[4] == "·"  # start, text
     assert m.weights.triu(1).abs().max() == 0  # no query sees a later token
-    assert all(not a.record_weights and a.weights is None for a in (x.self_attn for x in model.decoder.layers))
+    assert all(not a.record_weights and a.weights is None for a in (x.mixer for x in model.decoder.layers))
 
 
 def test_bert_attention_has_cls_and_sep(bert) -> None:  # noqa: ANN001

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from tformer.decoding.greedy import eval_mode, max_lengths, next_log_probs, reorder_rows, source_lengths
+from tformer.decoding.steps import eval_mode, max_lengths, next_log_probs, reorder_rows, source_lengths
 
 LENPEN_KINDS = ("fairseq", "gnmt")
 

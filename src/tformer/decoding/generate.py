@@ -25,8 +25,8 @@ from torch import Tensor, nn
 
 from tformer.data.device import device_of
 from tformer.data.padding import pad, valid_mask
-from tformer.decoding.greedy import eval_mode, reorder_rows
 from tformer.decoding.sampling import check_sampling, sample_next
+from tformer.decoding.steps import eval_mode, reorder_rows
 from tformer.models.gpt import left_padded_positions
 from tformer.nn.kv_cache import LayerCache
 
@@ -58,7 +58,7 @@ def next_logits(model: nn.Module, ids: Tensor, valid: Tensor | None, *,
     """Logits (N, V) float32 of the token after each row of the left-padded ids (N, S), valid (N, S) (None:
     no padding, so no mask to apply and positions counted from 0). With caches, only the ids not cached yet
     are fed (all of them at prefill, then the newest one); without, the whole sequence is."""
-    start = 0 if caches is None else caches[0].self_kv.length
+    start = 0 if caches is None else caches[0].mixer_state.length
     positions = None if valid is None else left_padded_positions(valid)[:, start:]  # (N, T)
     logits = model(ids[:, start:], valid=valid, positions=positions, caches=caches)  # (N, T, V)
     return logits[:, -1].float()

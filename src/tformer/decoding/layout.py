@@ -8,7 +8,7 @@ we keep every linear weight's values, shape and state-dict key but store it as t
 (in, out) matrix (column-major), and put the ordinary layout back afterwards. Batch-1 generation of that
 model in `benchmarks/generate.py` went from 138 to 165 tokens/s. With a few rows the same layout is slower
 (a (4, 512) @ (512, 2048) product: 187 us row-major, 365 us column-major; equal from 32 rows on), so
-`decoding.greedy.eval_mode` asks for it only when one row is decoded. On a GPU the layout is left alone.
+`decoding.steps.eval_mode` asks for it only when one row is decoded. On a GPU the layout is left alone.
 """
 
 from __future__ import annotations

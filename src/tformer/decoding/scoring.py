@@ -36,7 +36,7 @@ from torch import Tensor, nn
 from tformer.data.device import device_of
 from tformer.data.padding import pad, valid_mask
 from tformer.decoding.beam import LENPEN_KINDS, Hypothesis, length_penalty
-from tformer.decoding.greedy import eval_mode
+from tformer.decoding.steps import eval_mode
 
 if TYPE_CHECKING:
     from tformer.tokenization import Tokenizer

@@ -75,9 +75,9 @@ def _pairs(cfg: BertConfig) -> list[tuple[str, str]]:
              *linear("nsp_head", "cls.seq_relationship")]
     for i in range(cfg.n_layers):
         ours, theirs = f"bert.encoder.layers.{i}", f"bert.encoder.layer.{i}"
-        for mine, hf in (("self_attn.q_proj", "attention.self.query"), ("self_attn.k_proj", "attention.self.key"),
-                         ("self_attn.v_proj", "attention.self.value"), ("self_attn.out_proj", "attention.output.dense"),
-                         ("attn_norm", "attention.output.LayerNorm"), ("mlp.fc_in", "intermediate.dense"),
+        for mine, hf in (("mixer.q_proj", "attention.self.query"), ("mixer.k_proj", "attention.self.key"),
+                         ("mixer.v_proj", "attention.self.value"), ("mixer.out_proj", "attention.output.dense"),
+                         ("mixer_norm", "attention.output.LayerNorm"), ("mlp.fc_in", "intermediate.dense"),
                          ("mlp.fc_out", "output.dense"), ("mlp_norm", "output.LayerNorm")):
             pairs += linear(f"{ours}.{mine}", f"{theirs}.{hf}")
     return pairs

@@ -71,8 +71,8 @@ def _pairs(cfg: GPTConfig) -> tuple[list[tuple[str, str]], list[tuple[str, str]]
     conv = []
     for i in range(cfg.n_layers):
         ours, theirs = f"decoder.layers.{i}", f"transformer.h.{i}"
-        plain += linear(f"{ours}.attn_norm", f"{theirs}.ln_1") + linear(f"{ours}.mlp_norm", f"{theirs}.ln_2")
-        for mine, conv1d in (("self_attn.out_proj", "attn.c_proj"), ("mlp.fc_in", "mlp.c_fc"),
+        plain += linear(f"{ours}.mixer_norm", f"{theirs}.ln_1") + linear(f"{ours}.mlp_norm", f"{theirs}.ln_2")
+        for mine, conv1d in (("mixer.out_proj", "attn.c_proj"), ("mlp.fc_in", "mlp.c_fc"),
                              ("mlp.fc_out", "mlp.c_proj")):
             conv.append((f"{ours}.{mine}.weight", f"{theirs}.{conv1d}.weight"))
             plain.append((f"{ours}.{mine}.bias", f"{theirs}.{conv1d}.bias"))
@@ -92,8 +92,8 @@ def state_from_hf(sd: dict[str, Tensor], cfg: GPTConfig) -> dict[str, Tensor]:
         qkv_w = w[f"transformer.h.{i}.attn.c_attn.weight"].T  # (3d, d)
         qkv_b = w[f"transformer.h.{i}.attn.c_attn.bias"]  # (3d,)
         for name, weight, bias in zip(("q_proj", "k_proj", "v_proj"), qkv_w.chunk(3), qkv_b.chunk(3), strict=True):
-            out[f"decoder.layers.{i}.self_attn.{name}.weight"] = weight  # (d, d)
-            out[f"decoder.layers.{i}.self_attn.{name}.bias"] = bias
+            out[f"decoder.layers.{i}.mixer.{name}.weight"] = weight  # (d, d)
+            out[f"decoder.layers.{i}.mixer.{name}.bias"] = bias
     if cfg.tie_embeddings:
         out["lm_head.weight"] = out["embed.tokens.weight"]
     w.check_all_used()
@@ -105,7 +105,7 @@ def state_to_hf(sd: dict[str, Tensor], cfg: GPTConfig) -> dict[str, Tensor]:
     out = {theirs: sd[ours] for ours, theirs in plain}
     out |= {theirs: sd[ours].T.contiguous() for ours, theirs in conv}
     for i in range(cfg.n_layers):
-        attn = f"decoder.layers.{i}.self_attn"
+        attn = f"decoder.layers.{i}.mixer"
         qkv = [sd[f"{attn}.{p}.weight"] for p in ("q_proj", "k_proj", "v_proj")]
         out[f"transformer.h.{i}.attn.c_attn.weight"] = torch.cat(qkv).T.contiguous()  # (d, 3d)
         out[f"transformer.h.{i}.attn.c_attn.bias"] = torch.cat([sd[f"{attn}.{p}.bias"]

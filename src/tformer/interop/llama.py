@@ -80,10 +80,10 @@ def _pairs(cfg: GPTConfig) -> list[tuple[str, str]]:
     pairs = [("embed.tokens.weight", "model.embed_tokens.weight"), ("decoder.final_norm.weight", "model.norm.weight")]
     for i in range(cfg.n_layers):
         ours, theirs = f"decoder.layers.{i}", f"model.layers.{i}"
-        pairs += [(f"{ours}.attn_norm.weight", f"{theirs}.input_layernorm.weight"),
+        pairs += [(f"{ours}.mixer_norm.weight", f"{theirs}.input_layernorm.weight"),
                   (f"{ours}.mlp_norm.weight", f"{theirs}.post_attention_layernorm.weight")]
-        for mine, hf in (("self_attn.q_proj", "self_attn.q_proj"), ("self_attn.k_proj", "self_attn.k_proj"),
-                         ("self_attn.v_proj", "self_attn.v_proj"), ("self_attn.out_proj", "self_attn.o_proj"),
+        for mine, hf in (("mixer.q_proj", "self_attn.q_proj"), ("mixer.k_proj", "self_attn.k_proj"),
+                         ("mixer.v_proj", "self_attn.v_proj"), ("mixer.out_proj", "self_attn.o_proj"),
                          ("mlp.gate_proj", "mlp.gate_proj"), ("mlp.up_proj", "mlp.up_proj"),
                          ("mlp.down_proj", "mlp.down_proj")):
             pairs += linear(f"{ours}.{mine}", f"{theirs}.{hf}", bias=cfg.bias)

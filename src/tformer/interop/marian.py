@@ -100,12 +100,12 @@ def _pairs(cfg: Seq2SeqConfig) -> list[tuple[str, str]]:
     for side, n_layers in (("encoder", cfg.n_layers), ("decoder", cfg.n_decoder_layers)):
         for i in range(n_layers):
             ours, theirs = f"{side}.layers.{i}", f"model.{side}.layers.{i}"
-            parts = [("self_attn", "self_attn"), ("attn_norm", "self_attn_layer_norm"), ("mlp.fc_in", "fc1"),
+            parts = [("mixer", "self_attn"), ("mixer_norm", "self_attn_layer_norm"), ("mlp.fc_in", "fc1"),
                      ("mlp.fc_out", "fc2"), ("mlp_norm", "final_layer_norm")]
             if side == "decoder":
                 parts += [("cross_attn", "encoder_attn"), ("cross_norm", "encoder_attn_layer_norm")]
             for mine, hf in parts:
-                if mine.endswith("attn"):
+                if mine in ("mixer", "cross_attn"):
                     for proj in ("q_proj", "k_proj", "v_proj", "out_proj"):
                         pairs += linear(f"{ours}.{mine}.{proj}", f"{theirs}.{hf}.{proj}")
                 else:

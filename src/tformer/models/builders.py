@@ -28,7 +28,7 @@ from tformer.nn.kernels import (
     SparseAttention,
     WindowedAttention,
 )
-from tformer.nn.layers import DecoderLayer, Layer
+from tformer.nn.layers import DecoderLayer, EncoderLayer
 from tformer.nn.mlp import GATED, FeedForward, GatedFeedForward
 from tformer.nn.positions import ALiBi, LearnedPositions, Rotary, SinusoidalPositions
 from tformer.nn.ssm import SSMMixer
@@ -115,7 +115,7 @@ def build_attention(config: TransformerConfig, *, kernel: Kernel, rotary: Rotary
 
 
 def build_mixer(config: TransformerConfig, *, causal: bool, positions: AttentionPositions | None = None) -> nn.Module:
-    """What a layer's self-attention slot holds: an `Attention` around the configured kernel, or the
+    """What a layer's mixer slot holds: an `Attention` around the configured kernel, or the
     state-space mixer. Low-rank attention cannot be causal: an encoder-decoder uses it in the encoder and
     keeps exact attention in the decoder (a GPT config refuses it). `positions`: the stack's shared
     tables; None builds them for this mixer alone (one layer on its own, as benchmarks/complexity.py)."""
@@ -131,17 +131,18 @@ def build_mixer(config: TransformerConfig, *, causal: bool, positions: Attention
 
 def build_layer(config: TransformerConfig, *, causal: bool, positions: AttentionPositions,
                 cross: bool = False) -> nn.Module:
-    """An encoder / GPT layer, or with `cross` a decoder layer (cross-attention is exact, without positions)."""
+    """An encoder / BERT / GPT layer (`EncoderLayer`), or with `cross` a `DecoderLayer` (cross-attention is
+    exact, without positions)."""
     def norm() -> nn.Module:
         return build_norm(config.norm, config.d_model, bias=config.bias)
 
     mlp = build_mlp(config)  # before the mixer: the order of construction fixes what a seed gives each module
-    parts = dict(self_attn=build_mixer(config, causal=causal, positions=positions), mlp=mlp, attn_norm=norm(),
+    parts = dict(mixer=build_mixer(config, causal=causal, positions=positions), mlp=mlp, mixer_norm=norm(),
                  mlp_norm=norm(), dropout=config.dropout.residual, placement=config.norm.placement)
     if cross:
         cross_attn = build_attention(config, kernel=exact_kernel(config))
         return DecoderLayer(cross_attn=cross_attn, cross_norm=norm(), **parts)
-    return Layer(**parts)
+    return EncoderLayer(**parts)
 
 
 def build_stack(config: TransformerConfig, *, n_layers: int, causal: bool, cross: bool = False) -> Stack:

@@ -32,7 +32,7 @@ class GPT(nn.Module):
         """ids (B, T); valid (B, S) True at real tokens among all keys so far (None: all real);
         positions (B, T) (None: counted from each row's first real token, continuing from the cache).
         Returns logits (B, T, V)."""
-        offset = 0 if caches is None else caches[0].self_kv.length
+        offset = 0 if caches is None else caches[0].mixer_state.length
         if positions is None:
             positions = positions_for(ids, offset, valid=valid)
         x = self.embed(ids, positions)  # (B, T, d)

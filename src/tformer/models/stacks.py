@@ -35,7 +35,7 @@ class Stack(nn.Module):
         cross-attention layers also get a slot for the encoder K/V."""
         caches = []
         for layer in self.layers:
-            state = layer.self_attn.new_cache(batch=batch, max_len=max_len, dtype=dtype, device=device)
+            state = layer.mixer.new_cache(batch=batch, max_len=max_len, dtype=dtype, device=device)
             caches.append(LayerCache(state, StaticKV() if isinstance(layer, DecoderLayer) else None))
         return caches
 

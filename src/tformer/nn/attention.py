@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from tformer.nn.kernels.base import Kernel
 from tformer.nn.kernels.exact import ExactAttention
-from tformer.nn.kv_cache import StaticKV
+from tformer.nn.kv_cache import MixerState, StaticKV
 from tformer.nn.masks import check_mask
 
 _REFERENCE = ExactAttention(fused=False)  # for recorded weights; not a submodule
@@ -58,7 +58,7 @@ class Attention(nn.Module):
         return x.view(x.shape[0], x.shape[1], n, self.head_dim).transpose(1, 2)
 
     def new_cache(self, *, batch: int, max_len: int, dtype: torch.dtype = torch.float32,
-                  device: torch.device | str | None = None) -> object:
+                  device: torch.device | str | None = None) -> MixerState:
         """The kernel's decoding state for this layer's self-attention (a KVCache unless the kind keeps less)."""
         return self.kernel.new_cache(batch=batch, n_kv_heads=self.n_kv_heads, max_len=max_len,
                                      head_dim=self.head_dim, dtype=dtype, device=device)
@@ -84,7 +84,7 @@ class Attention(nn.Module):
         mask: Tensor | None = None,
         causal: bool = False,
         positions: Tensor | None = None,
-        cache: object | None = None,
+        cache: MixerState | StaticKV | None = None,
     ) -> Tensor:
         """x (B, T, d) queries; context (B, S, d) keys/values for cross-attention (None: self);
         mask bool (B|1, 1|H, T|1, S) True = attend, combined with `causal` (queries = the last T keys);

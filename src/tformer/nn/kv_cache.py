@@ -1,17 +1,31 @@
-"""Key/value caches for incremental decoding.
+"""Key/value caches and the other per-layer state of incremental decoding.
 
-`KVCache`: self-attention keys and values, preallocated to the longest length and filled step by step
-(prefill writes the prompt, each decode step one position). `StaticKV`: cross-attention keys and values,
-computed once from the encoder output and reused at every step. Both reorder along the batch for beam
-search.
+`MixerState`: what decoding needs from the state of a layer's mixer, whatever the mixer is. `KVCache`:
+self-attention keys and values, preallocated to the longest length and filled step by step (prefill writes
+the prompt, each decode step one position). `StaticKV`: cross-attention keys and values, computed once from
+the encoder output and reused at every step. `LayerCache`: one layer's mixer state and cross-attention
+keys/values. All reorder along the batch for beam search.
 
 B batch, Hk key/value heads, S cached length, D head width.
 """
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import torch
 from torch import Tensor
+
+
+class MixerState(Protocol):
+    """A mixer's decoding state: a `KVCache` for softmax attention, a `LinearState` for linear attention,
+    an `SSMState` for the state-space mixer. The mixer grows it; decoding reads how far and reorders it."""
+
+    length: int  # positions consumed so far
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep the batch rows `index` (B',)."""
+        ...
 
 
 class KVCache:
@@ -63,15 +77,16 @@ class StaticKV:
 class LayerCache:
     """What one layer keeps between decoding steps."""
 
-    def __init__(self, self_kv: object, cross_kv: StaticKV | None = None) -> None:
-        """self_kv: the self-attention's state (a KVCache, or a recurrent state for linear attention and
-        the state-space mixer; each has `length` and `reorder`)."""
-        self.self_kv = self_kv
+    def __init__(self, mixer_state: MixerState, cross_kv: StaticKV | None = None) -> None:
+        """mixer_state: the state of the layer's mixer (a KVCache for softmax attention, or a recurrent
+        state for linear attention and SSM mixers); cross_kv: the cross-attention keys/values of a decoder
+        layer (None in a layer without cross-attention)."""
+        self.mixer_state = mixer_state
         self.cross_kv = cross_kv
 
     def reorder(self, index: Tensor, *, cross: bool = True) -> None:
         """Keep the batch rows `index`; `cross=False` leaves the cross-attention keys/values alone (when
         every new row reads the same source as the old row in its place)."""
-        self.self_kv.reorder(index)
+        self.mixer_state.reorder(index)
         if cross and self.cross_kv is not None:
             self.cross_kv.reorder(index)

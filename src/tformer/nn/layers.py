@@ -2,8 +2,12 @@
 norm. Post-LN (the paper): x = norm(x + dropout(f(x))). Pre-LN (GPT-2 and later): x = x + dropout(f(norm(x))).
 The placement is chosen once, at construction.
 
-`Layer` is self-attention + feed-forward: the encoder layer, and with a causal mask the decoder-only (GPT)
-layer. `DecoderLayer` adds cross-attention over the encoder output between the two.
+`EncoderLayer` is the encoder / BERT / GPT block: a mixer then an MLP. The mixer is self-attention (with a
+causal mask, the decoder-only layer) or a state-space mixer; it mixes positions, the MLP works on each alone.
+`DecoderLayer` adds cross-attention over the encoder output between the two.
+
+State-dict keys: `mixer.*`, `mixer_norm.*`, `cross_attn.*`, `cross_norm.*`, `mlp.*`, `mlp_norm.*`. Before
+issue 17 the first two were `self_attn.*` and `attn_norm.*`; `rename_old_keys` maps those on loading.
 
 B batch, T target length, S source length, d width.
 """
@@ -11,10 +15,14 @@ B batch, T target length, S source length, d width.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, TypeVar
 
 from torch import Tensor, nn
 
 from tformer.nn.kv_cache import LayerCache
+
+V = TypeVar("V")
+OLD_NAMES = {"self_attn.": "mixer.", "attn_norm.": "mixer_norm."}  # a layer's state-dict names before issue 17
 
 
 def post_norm(x: Tensor, norm: nn.Module, f: Callable[[Tensor], Tensor], drop: nn.Module) -> Tensor:
@@ -28,48 +36,68 @@ def pre_norm(x: Tensor, norm: nn.Module, f: Callable[[Tensor], Tensor], drop: nn
 RESIDUALS = {"post": post_norm, "pre": pre_norm}
 
 
-class Layer(nn.Module):
-    def __init__(self, *, self_attn: nn.Module, mlp: nn.Module, attn_norm: nn.Module, mlp_norm: nn.Module,
+def rename_old_keys(state_dict: dict[str, V], model: nn.Module, prefix: str = "") -> None:
+    """Rename in place the keys that the layers inside `model` had before issue 17 (`self_attn.` ->
+    `mixer.`, `attn_norm.` -> `mixer_norm.`), so that old checkpoints still load. `prefix`: where `model`'s
+    own keys start in `state_dict` (as `load_state_dict` passes it to a hook)."""
+    for name, module in model.named_modules(prefix=prefix.removesuffix(".")):
+        if not isinstance(module, EncoderLayer | DecoderLayer):
+            continue
+        at = f"{name}." if name else ""
+        for key in [k for k in state_dict if k.startswith(at)]:
+            for old, new in OLD_NAMES.items():
+                if key.startswith(at + old):
+                    state_dict[at + new + key[len(at + old):]] = state_dict.pop(key)
+
+
+def _rename_on_load(module: nn.Module, state_dict: dict[str, Any], prefix: str, *_: object) -> None:
+    rename_old_keys(state_dict, module, prefix)
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, *, mixer: nn.Module, mlp: nn.Module, mixer_norm: nn.Module, mlp_norm: nn.Module,
                  dropout: float, placement: str) -> None:
         super().__init__()
-        self.self_attn, self.attn_norm = self_attn, attn_norm
+        self.mixer, self.mixer_norm = mixer, mixer_norm
         self.mlp, self.mlp_norm = mlp, mlp_norm
         self.dropout = nn.Dropout(dropout)
         self.residual = RESIDUALS[placement]
+        self.register_load_state_dict_pre_hook(_rename_on_load)
 
     def forward(self, x: Tensor, *, mask: Tensor | None = None, causal: bool = False,
                 positions: Tensor | None = None, cache: LayerCache | None = None) -> Tensor:
-        def attend(h: Tensor) -> Tensor:
-            kv = None if cache is None else cache.self_kv
-            return self.self_attn(h, mask=mask, causal=causal, positions=positions, cache=kv)
+        def mix(h: Tensor) -> Tensor:
+            state = None if cache is None else cache.mixer_state
+            return self.mixer(h, mask=mask, causal=causal, positions=positions, cache=state)
 
-        x = self.residual(x, self.attn_norm, attend, self.dropout)  # (B, T, d)
+        x = self.residual(x, self.mixer_norm, mix, self.dropout)  # (B, T, d)
         return self.residual(x, self.mlp_norm, self.mlp, self.dropout)
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, *, self_attn: nn.Module, cross_attn: nn.Module, mlp: nn.Module, attn_norm: nn.Module,
+    def __init__(self, *, mixer: nn.Module, cross_attn: nn.Module, mlp: nn.Module, mixer_norm: nn.Module,
                  cross_norm: nn.Module, mlp_norm: nn.Module, dropout: float, placement: str) -> None:
         super().__init__()
-        self.self_attn, self.attn_norm = self_attn, attn_norm
+        self.mixer, self.mixer_norm = mixer, mixer_norm
         self.cross_attn, self.cross_norm = cross_attn, cross_norm
         self.mlp, self.mlp_norm = mlp, mlp_norm
         self.dropout = nn.Dropout(dropout)
         self.residual = RESIDUALS[placement]
+        self.register_load_state_dict_pre_hook(_rename_on_load)
 
     def forward(self, x: Tensor, memory: Tensor, *, mask: Tensor | None = None,
                 memory_mask: Tensor | None = None, positions: Tensor | None = None,
                 cache: LayerCache | None = None) -> Tensor:
         """x (B, T, d) target so far; memory (B, S, d) encoder output; mask (B|1, 1, T|1, S_self) padding
         on the decoder's own keys (causality is always added); memory_mask (B, 1, 1, S) on the source's padding."""
-        def attend(h: Tensor) -> Tensor:
-            kv = None if cache is None else cache.self_kv
-            return self.self_attn(h, mask=mask, causal=True, positions=positions, cache=kv)
+        def mix(h: Tensor) -> Tensor:
+            state = None if cache is None else cache.mixer_state
+            return self.mixer(h, mask=mask, causal=True, positions=positions, cache=state)
 
         def cross(h: Tensor) -> Tensor:
             kv = None if cache is None else cache.cross_kv
             return self.cross_attn(h, memory, mask=memory_mask, cache=kv)
 
-        x = self.residual(x, self.attn_norm, attend, self.dropout)  # (B, T, d)
+        x = self.residual(x, self.mixer_norm, mix, self.dropout)  # (B, T, d)
         x = self.residual(x, self.cross_norm, cross, self.dropout)
         return self.residual(x, self.mlp_norm, self.mlp, self.dropout)

@@ -41,6 +41,7 @@ from torch import nn
 import tformer.models
 from tformer.config import FAMILIES, TransformerConfig, family_of, from_dict, to_dict
 from tformer.models.presets import build_model
+from tformer.nn.layers import rename_old_keys
 
 MODEL_FILE = "model.safetensors"
 CONFIG_FILE = "config.yaml"
@@ -285,6 +286,7 @@ def _mismatch(model: nn.Module, file: Path) -> str | None:
             stored = {name: list(f.get_slice(name).get_shape()) for name in f.keys()}  # noqa: SIM118
     except Exception:
         return None
+    rename_old_keys(stored, model)  # old layer names load under the new ones, so they do not differ
     ours = {name: list(t.shape) for name, t in model.state_dict().items()}
     sizes = [(n, stored[n], ours[n]) for n in stored if n in ours and stored[n] != ours[n]]
     if sizes:

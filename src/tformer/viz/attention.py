@@ -57,7 +57,7 @@ def check_exact(model: nn.Module) -> None:
     from tformer.nn.attention import Attention
 
     kind = model.config.attention.kind
-    mixers = [m for name, m in model.named_modules() if name.endswith("self_attn")]
+    mixers = [m for name, m in model.named_modules() if name.endswith(".mixer")]
     if not model.config.attention.exact or not all(isinstance(m, Attention) and m.kernel.exact for m in mixers):
         raise ValueError(f"attention maps need exact attention (attention.kind sdpa or eager); this model has "
                          f"attention.kind={kind!r}")
@@ -125,7 +125,7 @@ def attention_maps(model: nn.Module, tokenizer: Any, text: str, *, target: str |
         bos = model.config.bos_id
         ids = ([] if bos is None else [bos]) + ids
         _check_length(len(ids), model.config.max_len, "--text")
-        weights = record(model, {"decoder": [x.self_attn for x in model.decoder.layers]},
+        weights = record(model, {"decoder": [x.mixer for x in model.decoder.layers]},
                          lambda: model(_batch(model, ids)))
         labels = [token_label(tokenizer, i) for i in ids]
         return [AttentionMap(part="decoder", title="self-attention (causal)", weights=weights["decoder"],
@@ -135,7 +135,7 @@ def attention_maps(model: nn.Module, tokenizer: Any, text: str, *, target: str |
         raise ValueError(f"attention maps know EncoderDecoder, GPT and BERT models, not {type(model).__name__}")
     ids = [i for i in (tokenizer.bos_id, *ids, tokenizer.eos_id) if i is not None]  # [CLS] text [SEP]
     _check_length(len(ids), bert.config.max_len, "--text")
-    weights = record(model, {"encoder": [x.self_attn for x in bert.encoder.layers]},
+    weights = record(model, {"encoder": [x.mixer for x in bert.encoder.layers]},
                      lambda: model(_batch(model, ids)))
     labels = [token_label(tokenizer, i) for i in ids]
     return [AttentionMap(part="encoder", title="self-attention", weights=weights["encoder"], queries=labels,
@@ -156,8 +156,8 @@ def _seq2seq_maps(model: nn.Module, tokenizer: Any, src_ids: list[int], target: 
             raise ValueError(f"--target {target!r} has no tokens; give a sentence or leave it out")
     tgt_in = [config.decoder_start_id, *tgt_ids]  # decoder inputs, shifted right
     _check_length(len(tgt_in), config.max_len, "the target")
-    parts = {"encoder": [x.self_attn for x in model.encoder.layers],
-             "decoder": [x.self_attn for x in model.decoder.layers],
+    parts = {"encoder": [x.mixer for x in model.encoder.layers],
+             "decoder": [x.mixer for x in model.decoder.layers],
              "cross": [x.cross_attn for x in model.decoder.layers]}
     weights = record(model, parts, lambda: model(src, _batch(model, tgt_in)))
     source = [token_label(tokenizer, i) for i in src_ids]

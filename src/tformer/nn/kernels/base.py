@@ -35,7 +35,7 @@ class Kernel(nn.Module):
 
     def forward(self, q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None = None, causal: bool = False,
                 scale: float, bias: Tensor | None = None, dropout: float = 0.0,
-                cache: object | None = None) -> tuple[Tensor, Tensor | None]:
+                cache: KVCache | None = None) -> tuple[Tensor, Tensor | None]:
         if cache is not None:
             k, v = cache.update(k, v)  # (B, Hk, S, D): everything so far
         return self.attend(q, k, v, mask=mask, causal=causal, scale=scale, bias=bias, dropout=dropout)

@@ -1,0 +1,94 @@
+"""The steps every search over a model shares: greedy and beam search over the encoder-decoder, generation
+and scoring.
+
+    eval_mode(model)                       dropout off (and the decoding layout for one row) meanwhile
+    source_lengths, max_lengths            how many target tokens each sentence may get
+    next_log_probs(model, prefix, ...)     log p(v | y_<t, x) for every row: one decoder step
+    reorder_rows(index, caches, ...)       keep / repeat / permute rows, caches included
+
+Incremental decoding: with caches, each step feeds only the newest token (at position `offset` = step) and
+the decoder's self-attention keys/values for earlier positions come from a preallocated `KVCache`; the
+cross-attention keys/values over the source are computed at the first step and kept in a `StaticKV`.
+Without caches, every step re-runs the whole prefix. Both give the same tokens.
+
+Maximum length, fairseq's convention: a sentence with n real source tokens gets at most
+`int(max_len_a * n + max_len_b)` target tokens (the end symbol not counted), capped by the model's
+`max_len`.
+
+B batch (sentences), S source length, t tokens generated so far, N rows still decoding, V vocabulary, d width.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+
+import torch
+from torch import Tensor, nn
+
+from tformer.decoding.layout import decoding_layout
+from tformer.nn.kv_cache import LayerCache
+
+
+@contextmanager
+def eval_mode(model: nn.Module, *, rows: int | None = None) -> Iterator[None]:
+    """Run the body with dropout off, then give the model back its train/eval mode. A decoder that runs
+    one row at a time (`rows` == 1) gets the weights in the decoding layout (`layout.py`) meanwhile: that
+    layout speeds up matrix-vector products but slows down products with a few rows."""
+    was_training = model.training
+    model.eval()
+    try:
+        with decoding_layout(model) if rows == 1 else nullcontext():
+            yield
+    finally:
+        model.train(was_training)
+
+
+def source_lengths(src: Tensor, *, pad_id: int) -> Tensor:
+    """(B, S) padded ids -> (B,) real lengths; a ValueError if a sentence has no real token."""
+    if src.dim() != 2:
+        raise ValueError(f"src must be a (batch, length) tensor of ids, got shape {tuple(src.shape)}")
+    lengths = (src != pad_id).sum(dim=1)  # (B,)
+    empty = (lengths == 0).nonzero().flatten().tolist()
+    if src.shape[0] == 0 or empty:
+        raise ValueError(f"cannot decode an empty source: sentence(s) {empty or 'all'} have no token other "
+                         f"than pad_id={pad_id}; each needs at least one real token")
+    return lengths
+
+
+def max_lengths(lengths: Tensor, *, max_len_a: float, max_len_b: int, limit: int) -> list[int]:
+    """Per-sentence maximum target length int(a * n + b), capped at `limit` (the model's positions)."""
+    out = [min(int(max_len_a * n + max_len_b), limit) for n in lengths.tolist()]
+    if min(out) < 1:
+        raise ValueError(f"max_len_a={max_len_a}, max_len_b={max_len_b} allow no target token for a source "
+                         f"of length {int(lengths[out.index(min(out))])}; the maximum length must be at least 1")
+    return out
+
+
+def next_log_probs(model: nn.Module, prefix: Tensor, memory: Tensor, src_valid: Tensor, *,
+                   caches: list[LayerCache] | None) -> Tensor:
+    """log p(next token | start symbol + prefix, source) for every row: prefix (N, t) tokens generated so
+    far, memory (N, S, d), src_valid (N, S) -> (N, V) float32. With caches, only the newest token is fed
+    (positions 0..t-1 are cached); without, the whole prefix is. The pad token is never proposed."""
+    config = model.config
+    start = prefix.new_full((prefix.shape[0], 1), config.decoder_start_id)
+    inputs = torch.cat([start, prefix], dim=1)  # (N, t + 1)
+    offset = 0
+    if caches is not None:
+        offset = prefix.shape[1]
+        inputs = inputs[:, offset:]  # (N, 1): the newest token
+    logits = model.decode(inputs, memory, src_valid, caches=caches, offset=offset)  # (N, T, V)
+    log_probs = torch.log_softmax(logits[:, -1].float(), dim=-1)  # (N, V)
+    if config.pad_id != config.eos_id:
+        log_probs[:, config.pad_id] = float("-inf")
+    return log_probs
+
+
+def reorder_rows(index: Tensor, caches: list[LayerCache] | None, *rows: Tensor,
+                 same_sources: bool = False) -> list[Tensor]:
+    """Keep / repeat / permute decoding rows: caches in place, tensors (N, ...) returned (len(index), ...).
+    `same_sources`: every new row reads the same source as the old row in its place (beams permuted within
+    their sentence), so the cross-attention caches stay as they are and only the self-attention ones move."""
+    for cache in caches or []:
+        cache.reorder(index, cross=not same_sources)
+    return [r.index_select(0, index) for r in rows]
