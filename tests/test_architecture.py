@@ -110,3 +110,13 @@ def test_nn_imports_no_config() -> None:
     assert not config, f"nn/ modules read a config: {config}"
     upward = {name: targets for name, targets in found.items() if targets}
     assert not upward, f"nn/ modules import tformer outside nn/: {upward}"
+
+
+def test_viz_imports_no_tasks_or_training() -> None:
+    """viz/ draws what it is given; `tasks/` and `cli/` gather it (the report's samples: `tasks/report.py`)."""
+    mods = modules()
+    upward = {name: sorted(t for t in imported(name, file, mods)
+                           if inside(t, "tformer.tasks") or inside(t, "tformer.training") or inside(t, "tformer.cli"))
+              for name, file in mods.items() if inside(name, "tformer.viz")}
+    upward = {name: targets for name, targets in upward.items() if targets}
+    assert not upward, f"viz/ modules import tasks, training or cli: {upward}"

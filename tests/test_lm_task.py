@@ -15,7 +15,7 @@ from tformer.tasks import lm as lm_task
 from tformer.tasks.base import ModelSpec
 from tformer.tasks.lm import LMDataConfig, LMRecipe, LMTask, SampleConfig, model_config, train_lm
 from tformer.tokenization import CharTokenizer
-from tformer.training.loop import TrainConfig
+from tformer.training.config import TrainConfig
 from tformer.training.optim import OptimConfig
 from tformer.training.schedules import ScheduleConfig
 

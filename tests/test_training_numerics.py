@@ -19,8 +19,9 @@ from torch import Tensor, nn
 from tformer.config import GPTConfig
 from tformer.models.presets import build_model
 from tformer.training import loop
+from tformer.training.config import TrainConfig
 from tformer.training.distributed import World
-from tformer.training.loop import TrainConfig, _step, fit, stop_summary
+from tformer.training.loop import _step, fit, stop_summary
 from tformer.training.optim import OptimConfig
 from tformer.training.progress import ProgressBar, Throughput
 from tformer.training.schedules import ScheduleConfig, fitted_lr

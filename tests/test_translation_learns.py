@@ -8,7 +8,8 @@ import torch
 import tformer
 from tformer.data import collate
 from tformer.decoding import greedy
-from tformer.training.loop import TrainConfig, fit
+from tformer.training.config import TrainConfig
+from tformer.training.loop import fit
 from tformer.training.losses import label_smoothed_nll
 from tformer.training.optim import OptimConfig
 from tformer.training.schedules import ScheduleConfig

@@ -18,11 +18,11 @@ from matplotlib.image import imread
 import tformer
 from tformer.cli import main
 from tformer.tasks import load_checkpoint
+from tformer.tasks.report import write_report
 from tformer.tokenization import CharTokenizer, WordPieceTokenizer
 from tformer.training.checkpoint import save_checkpoint
 from tformer.viz import attention, curves, figures, positions
 from tformer.viz.complexity import complexity_series, fit_slope, plot_complexity
-from tformer.viz.report import write_report
 
 TEXT = ["In the beginning God created the heavens and the earth.", "And the earth was waste and void."]
 WORDS = "the a house cat dog sees big small red blue runs sleeps".split()

@@ -11,32 +11,37 @@ Dropout, initialisation, norm and positions are nested sub-configs. L2 / weight 
 belong to training (`tformer.training`), not to the model.
 
 Every config is a keyword-only dataclass; `__post_init__` derives the rest and raises `ValueError` naming
-the bad value and what is allowed. `from_dict` builds one from nested plain dicts (YAML), rejecting unknown
-keys and wrong types.
+the bad value and what is allowed. A choice among names is a `Literal[...]` type, the one list of what it
+allows. `from_dict` (of `tformer.configio`, the generic loader) builds one from nested plain dicts (YAML),
+rejecting unknown keys, wrong types and values outside a `Literal`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Literal, get_args
 
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "swiglu", "geglu")
-NORM_KINDS = ("layernorm", "rmsnorm")
-PLACEMENTS = ("post", "pre")
-POSITION_KINDS = ("sinusoidal", "learned", "none", "rope", "alibi")
-SINUSOID_LAYOUTS = ("interleaved", "split")
-INIT_KINDS = ("xavier", "normal")
-ATTENTION_KINDS = ("sdpa", "eager", "windowed", "sparse", "lowrank", "linear", "lsh", "ssm")
+from tformer.configio import check_literals, from_dict, to_dict, with_default
+
+Activation = Literal["relu", "gelu", "gelu_tanh", "silu", "swiglu", "geglu"]
+NormKind = Literal["layernorm", "rmsnorm"]
+Placement = Literal["post", "pre"]
+PositionKind = Literal["sinusoidal", "learned", "none", "rope", "alibi"]
+SinusoidLayout = Literal["interleaved", "split"]
+InitKind = Literal["xavier", "normal"]
+AttentionKind = Literal["sdpa", "eager", "windowed", "sparse", "lowrank", "linear", "lsh", "ssm"]
+SparsePattern = Literal["strided", "fixed"]
+
+ACTIVATIONS = get_args(Activation)
+NORM_KINDS = get_args(NormKind)
+PLACEMENTS = get_args(Placement)
+POSITION_KINDS = get_args(PositionKind)
+SINUSOID_LAYOUTS = get_args(SinusoidLayout)
+INIT_KINDS = get_args(InitKind)
+ATTENTION_KINDS = get_args(AttentionKind)
 EXACT_KINDS = ("sdpa", "eager")
-SPARSE_PATTERNS = ("strided", "fixed")
-
-
-def _choice(name: str, value: object, allowed: tuple) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name}={value!r} is not allowed; choose one of {', '.join(map(str, allowed))}")
+SPARSE_PATTERNS = get_args(SparsePattern)
 
 
 def _positive(name: str, value: int) -> None:
@@ -55,14 +60,13 @@ class NormConfig:
 
     DERIVED = ("final",)  # filled in by __post_init__ when left None
 
-    kind: str = "layernorm"
+    kind: NormKind = "layernorm"
     eps: float = 1e-5
-    placement: str = "post"
+    placement: Placement = "post"
     final: bool | None = None  # a norm after the last layer; None: only for pre-LN, where it is needed
 
     def __post_init__(self) -> None:
-        _choice("norm.kind", self.kind, NORM_KINDS)
-        _choice("norm.placement", self.placement, PLACEMENTS)
+        check_literals(self, where="norm.")  # kind, placement
         if not self.eps > 0:
             raise ValueError(f"norm.eps={self.eps!r} must be > 0")
         if self.final is None:
@@ -76,13 +80,12 @@ class PositionConfig:
 
     SHORTHAND = "kind"
 
-    kind: str = "sinusoidal"
-    sinusoid_layout: str = "interleaved"  # paper: sin on even dims, cos on odd; "split": sin half | cos half
+    kind: PositionKind = "sinusoidal"
+    sinusoid_layout: SinusoidLayout = "interleaved"  # paper: sin on even dims, cos on odd; "split": sin half | cos half
     rope_theta: float = 10000.0
 
     def __post_init__(self) -> None:
-        _choice("positions.kind", self.kind, POSITION_KINDS)
-        _choice("positions.sinusoid_layout", self.sinusoid_layout, SINUSOID_LAYOUTS)
+        check_literals(self, where="positions.")  # kind, sinusoid_layout
         if not self.rope_theta > 0:
             raise ValueError(f"positions.rope_theta={self.rope_theta!r} must be > 0")
 
@@ -109,9 +112,9 @@ class AttentionConfig:
 
     SHORTHAND = "kind"
 
-    kind: str = "sdpa"
+    kind: AttentionKind = "sdpa"
     window: int = 64  # windowed: the neighbourhood r
-    pattern: str = "strided"  # sparse
+    pattern: SparsePattern = "strided"  # sparse
     block: int = 32  # sparse: the stride / block length l
     summary: int = 4  # sparse fixed: c summary positions per block
     rank: int = 64  # lowrank: projected length
@@ -124,8 +127,7 @@ class AttentionConfig:
     conv: int = 4  # ssm
 
     def __post_init__(self) -> None:
-        _choice("attention.kind", self.kind, ATTENTION_KINDS)
-        _choice("attention.pattern", self.pattern, SPARSE_PATTERNS)
+        check_literals(self, where="attention.")  # kind, pattern
         for name in ("window", "block", "summary", "rank", "buckets", "rounds", "chunk", "state", "expand", "conv"):
             _positive(f"attention.{name}", getattr(self, name))
         if self.summary > self.block:
@@ -156,12 +158,12 @@ class InitConfig:
     """Xavier-uniform as in the paper's reference code, or normal(0, std) as in GPT-2 / BERT. With
     `scaled_residual`, the projections that write into the residual stream get std / sqrt(2 L)."""
 
-    kind: str = "xavier"
+    kind: InitKind = "xavier"
     std: float = 0.02
     scaled_residual: bool = False
 
     def __post_init__(self) -> None:
-        _choice("init.kind", self.kind, INIT_KINDS)
+        check_literals(self, where="init.")  # kind
         if not self.std > 0:
             raise ValueError(f"init.std={self.std!r} must be > 0")
 
@@ -178,7 +180,7 @@ class TransformerConfig:
     d_ff: int = 2048
     n_layers: int = 6
     max_len: int = 512
-    activation: str = "relu"
+    activation: Activation = "relu"
     bias: bool = True
     attention: AttentionConfig = field(default_factory=AttentionConfig)  # self-attention kind and options
     scale_embeddings: bool = False  # multiply token embeddings by sqrt(d), as the paper does
@@ -194,11 +196,12 @@ class TransformerConfig:
             value, factory = getattr(self, f.name), f.default_factory
             if factory is dataclasses.MISSING or not isinstance(value, str | dict):
                 continue
-            default = factory()
-            if isinstance(value, str) and hasattr(default, "SHORTHAND"):
-                value = {default.SHORTHAND: value}
+            cls = type(factory())
+            if not dataclasses.is_dataclass(cls):
+                continue
+            value = with_default(f, cls, value)  # a shorthand expanded, a partial dict over the default
             if isinstance(value, dict):
-                setattr(self, f.name, from_dict(type(default), {**_given(default), **value}, where=f"{f.name}."))
+                setattr(self, f.name, from_dict(cls, value, where=f"{f.name}."))
         for name in ("vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "max_len"):
             _positive(name, getattr(self, name))
         if self.head_dim is None:
@@ -217,7 +220,7 @@ class TransformerConfig:
                 f"n_heads={self.n_heads} is not divisible by n_kv_heads={self.n_kv_heads}; "
                 "n_kv_heads must divide n_heads (1 = multi-query, n_heads = multi-head)"
             )
-        _choice("activation", self.activation, ACTIVATIONS)
+        check_literals(self)  # activation
         self._check_attention()
         if not 0 <= self.pad_id < self.vocab_size:
             raise ValueError(f"pad_id={self.pad_id} must be in [0, vocab_size={self.vocab_size})")
@@ -274,7 +277,7 @@ class BertConfig(TransformerConfig):
     """Encoder-only BERT: token + position + segment embeddings, a LayerNorm on their sum, post-LN blocks,
     a tied masked-LM head, a next-sentence head and a pooled classification head."""
 
-    activation: str = "gelu"
+    activation: Activation = "gelu"
     positions: PositionConfig = field(default_factory=lambda: PositionConfig(kind="learned"))
     norm: NormConfig = field(default_factory=lambda: NormConfig(eps=1e-12))
     init: InitConfig = field(default_factory=lambda: InitConfig(kind="normal"))
@@ -296,7 +299,7 @@ class BertConfig(TransformerConfig):
 class GPTConfig(TransformerConfig):
     """Decoder-only: a causal stack and a language-model head (tied to the embeddings if asked)."""
 
-    activation: str = "gelu_tanh"
+    activation: Activation = "gelu_tanh"
     positions: PositionConfig = field(default_factory=lambda: PositionConfig(kind="learned"))
     norm: NormConfig = field(default_factory=lambda: NormConfig(placement="pre"))
     init: InitConfig = field(default_factory=lambda: InitConfig(kind="normal", scaled_residual=True))
@@ -324,86 +327,10 @@ def family_of(config: TransformerConfig) -> str:
     raise ValueError(f"unknown config type {type(config).__name__}")
 
 
-# --- plain dicts (YAML) in and out ------------------------------------------------------------------
-
-C = TypeVar("C")
-
-
-def to_dict(config: Any) -> dict:
-    return dataclasses.asdict(config)
-
-
-def from_dict(cls: type[C], data: dict, *, where: str = "") -> C:
-    """Build dataclass `cls` from nested dicts; an unknown key or a wrong type is a ValueError naming it."""
-    if not isinstance(data, dict):
-        raise ValueError(f"{where or cls.__name__}: expected a mapping, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
-    known = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    kwargs = {}
-    for key, value in data.items():
-        name = f"{where}{key}"
-        if key not in known:
-            raise ValueError(f"unknown config key {name!r}; known keys: {', '.join(sorted(known))}")
-        factory = known[key].default_factory
-        if isinstance(value, str) and hasattr(hints[key], "SHORTHAND"):
-            value = {hints[key].SHORTHAND: value}  # `attention: linear` means `attention: {kind: linear}`
-        if dataclasses.is_dataclass(hints[key]) and isinstance(value, dict) and factory is not dataclasses.MISSING:
-            value = {**_given(factory()), **value}  # a partial sub-config overrides the family's default
-        kwargs[key] = _coerce(hints[key], value, name)
-    return cls(**kwargs)
-
-
-def _given(config: Any) -> dict:
-    """A sub-config's own values, leaving out those its __post_init__ derives."""
-    derived = getattr(config, "DERIVED", ())
-    values = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name not in derived}
-    return {k: _given(v) if dataclasses.is_dataclass(v) else v for k, v in values.items()}
-
-
-def _coerce(hint: Any, value: Any, name: str) -> Any:
-    if dataclasses.is_dataclass(hint):
-        return value if isinstance(value, hint) else from_dict(hint, value, where=f"{name}.")
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        options = typing.get_args(hint)
-        if value is None and type(None) in options:
-            return None
-        for option in options:
-            if option is type(None):
-                continue
-            try:
-                return _coerce(option, value, name)
-            except ValueError:
-                continue
-        raise ValueError(f"config key {name!r}={value!r} has the wrong type; expected {_type_name(hint)}")
-    if origin is Literal:
-        if value not in typing.get_args(hint):
-            raise ValueError(f"config key {name!r}={value!r}; allowed: {typing.get_args(hint)}")
-        return value
-    if origin in (list, tuple):
-        if not isinstance(value, list | tuple):
-            raise ValueError(f"config key {name!r}={value!r} has the wrong type; expected a list")
-        (item,) = typing.get_args(hint)[:1] or (Any,)
-        return origin(_coerce(item, v, f"{name}[{i}]") for i, v in enumerate(value))
-    if hint is Any:
-        return value
-    if hint is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if hint is float and isinstance(value, str):
-        try:  # YAML 1.1 (PyYAML) reads 1e-4, without a dot, as a string
-            return float(value)
-        except ValueError:
-            pass
-    if hint is bool and not isinstance(value, bool):
-        raise ValueError(f"config key {name!r}={value!r} has the wrong type; expected true or false")
-    if hint is int and (isinstance(value, bool) or not isinstance(value, int)):
-        raise ValueError(f"config key {name!r}={value!r} has the wrong type; expected an integer")
-    if hint is dict and not isinstance(value, dict):
-        raise ValueError(f"config key {name!r}={value!r} has the wrong type; expected a mapping")
-    if hint in (float, str) and not isinstance(value, hint):
-        raise ValueError(f"config key {name!r}={value!r} has the wrong type; expected {hint.__name__}")
-    return value
-
-
-def _type_name(hint: Any) -> str:
-    return " or ".join(getattr(a, "__name__", str(a)) for a in typing.get_args(hint))
+__all__ = [
+    "ACTIVATIONS", "ATTENTION_KINDS", "EXACT_KINDS", "FAMILIES", "INIT_KINDS", "NORM_KINDS", "PLACEMENTS",
+    "POSITION_KINDS", "SINUSOID_LAYOUTS", "SPARSE_PATTERNS", "Activation", "AttentionConfig", "AttentionKind",
+    "BertConfig", "DropoutConfig", "GPTConfig", "InitConfig", "InitKind", "NormConfig", "NormKind", "Placement",
+    "PositionConfig", "PositionKind", "Seq2SeqConfig", "SinusoidLayout", "SparsePattern", "TransformerConfig",
+    "family_of", "from_dict", "to_dict",
+]

@@ -108,7 +108,7 @@ def cmd_complexity(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from tformer.viz.report import write_report
+    from tformer.tasks.report import write_report
 
     print(f"wrote {write_report(args.run_dir, args.out)}")
     return 0

@@ -26,10 +26,7 @@ this file imports the mapping modules, and none of them imports it.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -38,6 +35,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from tformer.config import TransformerConfig, family_of
+from tformer.files import atomic_directory
 from tformer.interop import bert, gpt2, llama, marian, pegasus
 from tformer.models import GPT, BertForPretraining, EncoderDecoder
 from tformer.models.presets import build_model
@@ -206,25 +204,14 @@ def load_weights(file: Path) -> dict[str, Tensor]:
 
 def write_checkpoint(path: str | Path, hf_config: dict, tensors: dict[str, Tensor], *,
                      files: dict[str, str] | None = None) -> None:
-    """Write the weights, config.json and `files` (name -> text) into a temporary directory beside `path`,
-    then move it into place: a new `path` appears whole; into an existing directory each file is replaced
-    atomically, config.json last."""
+    """Write the weights, config.json and `files` (name -> text) as the directory `path`, atomically
+    (`files.atomic_directory`): a temporary directory beside it, fsync'd, swapped into place whole. Files
+    of an existing `path` that this does not write (a README, a tokenizer written before) are kept."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ValueError(f"{path} is a file; to_hf writes a checkpoint directory there")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
-    try:
-        files = files or {}
-        for name, text in files.items():
+    with atomic_directory(path, keep_other_files=True) as tmp:
+        for name, text in (files or {}).items():
             (tmp / name).write_text(text, encoding="utf-8")
         save_file(tensors, tmp / WEIGHTS, metadata={"format": "pt"})
         (tmp / CONFIG).write_text(json.dumps(hf_config, indent=2, sort_keys=True) + "\n")
-        if path.exists():
-            for name in (*files, WEIGHTS, CONFIG):
-                os.replace(tmp / name, path / name)
-        else:
-            tmp.rename(path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-

@@ -8,9 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from tformer.config import from_dict
+from tformer.configio import apply_overrides, from_dict, read_yaml
 from tformer.tasks.base import ModelSpec, load_checkpoint, run_task
 from tformer.tasks.bert import PretrainRecipe, train_bert
 from tformer.tasks.classify import ClassifyRecipe, train_classifier
@@ -29,27 +27,10 @@ TASKS: dict[str, tuple[type, Callable[..., dict]]] = {
 def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Any:
     """A recipe from a YAML file, with `a.b.c=value` overrides (values parsed as YAML)."""
     path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"config file {path} does not exist")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as e:
-        raise ValueError(f"config file {path} is not UTF-8 (byte {e.start})") from None
-    except yaml.YAMLError as e:
-        raise ValueError(f"config file {path} is not valid YAML ({yaml_problem(e)})") from None
+    data = read_yaml(path, what=f"config file {path}")
     if data is None:  # an empty recipe would silently train the defaults
         raise ValueError(f"config file {path} is empty; expected a recipe: a mapping of task, data, model, train")
-    if not isinstance(data, dict):
-        raise ValueError(f"config file {path} must hold a mapping of keys, not {type(data).__name__}")
-    for item in overrides:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"override {item!r} is not key=value (e.g. train.max_steps=100)")
-        try:
-            parsed = yaml.safe_load(value)
-        except yaml.YAMLError as e:
-            raise ValueError(f"override {item!r}: the value is not valid YAML ({yaml_problem(e)})") from None
-        set_dotted(data, key, parsed)
+    apply_overrides(data, overrides)
     task = data.get("task", "translation")
     if not isinstance(task, str) or task not in TASKS:
         raise ValueError(f"task={task!r} is not one of {', '.join(TASKS)}")
@@ -64,24 +45,6 @@ def train(recipe: Any, *, resume: bool = False, progress: bool = True) -> dict:
 
     resolve_device(recipe.train.device, local_rank=launched_world().local_rank)
     return TASKS[recipe.task][1](recipe, resume=resume, progress=progress)
-
-
-def yaml_problem(e: yaml.YAMLError) -> str:
-    """Where and what a YAML error is, on one line: 'line 2, column 1: expected ...'."""
-    mark, problem = getattr(e, "problem_mark", None), getattr(e, "problem", None)
-    if mark is None or problem is None:
-        return " ".join(str(e).split())
-    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
-
-
-def set_dotted(data: dict, key: str, value: Any) -> None:
-    *parents, last = key.split(".")
-    node = data
-    for part in parents:
-        node = node.setdefault(part, {})
-        if not isinstance(node, dict):
-            raise ValueError(f"override {key!r}: {part!r} is not a section")
-    node[last] = value
 
 
 __all__ = ["TASKS", "ModelSpec", "load_checkpoint", "load_recipe", "run_task", "train"]

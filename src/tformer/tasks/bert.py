@@ -36,7 +36,7 @@ from tformer.models.bert import BertForPretraining
 from tformer.models.presets import preset
 from tformer.tasks.base import ModelSpec, Setup, run_task
 from tformer.tokenization.wordpiece import WordPieceTokenizer
-from tformer.training.loop import TrainConfig
+from tformer.training.config import TrainConfig
 from tformer.training.optim import OptimConfig
 from tformer.training.schedules import ScheduleConfig
 

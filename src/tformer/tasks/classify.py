@@ -36,7 +36,7 @@ from tformer.tasks.base import ModelSpec, Setup, load_checkpoint, run_task
 from tformer.tokenization.hf import check_vocabulary, load_tokenizer
 from tformer.tokenization.wordpiece import WordPieceTokenizer
 from tformer.training.checkpoint import load_model
-from tformer.training.loop import TrainConfig
+from tformer.training.config import TrainConfig
 from tformer.training.optim import OptimConfig
 from tformer.training.schedules import ScheduleConfig
 

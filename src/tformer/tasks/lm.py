@@ -43,8 +43,8 @@ from tformer.tasks.base import ModelSpec, Setup, run_task, token_loss, token_nll
 from tformer.tokenization.bpe import BPETokenizer
 from tformer.tokenization.char import CharTokenizer
 from tformer.training.checkpoint import load_model
+from tformer.training.config import TrainConfig
 from tformer.training.distributed import launched_world
-from tformer.training.loop import TrainConfig
 from tformer.training.optim import OptimConfig
 from tformer.training.schedules import ScheduleConfig
 

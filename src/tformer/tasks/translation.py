@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from tformer.config import Seq2SeqConfig, from_dict
+from tformer.config import Seq2SeqConfig
+from tformer.configio import from_dict, read_yaml
 from tformer.data import collate, limit_lengths, load_bible, read_parallel
 from tformer.data.batching import Batch, TokenBatchSampler
 from tformer.data.device import device_of
@@ -31,7 +31,7 @@ from tformer.files import write_atomic
 from tformer.models.presets import build_model, preset
 from tformer.tasks.base import ModelSpec, Setup, check_kind, load_checkpoint, run_task, token_loss, token_nll
 from tformer.tokenization.bpe import BPETokenizer
-from tformer.training.loop import TrainConfig
+from tformer.training.config import TrainConfig
 
 SPLITS = ("train", "valid", "test")
 
@@ -218,8 +218,8 @@ def run_recipe(checkpoint: str | Path, *, command: str = "translate",
             raise ValueError(f"no recipe.yaml beside {checkpoint}; {command} needs the run directory's data settings")
         return None
     try:
-        return from_dict(TranslationRecipe, yaml.safe_load(path.read_text(encoding="utf-8")) or {})
-    except (yaml.YAMLError, ValueError, TypeError, UnicodeDecodeError) as e:
+        return from_dict(TranslationRecipe, read_yaml(path, what="the file") or {})
+    except (ValueError, TypeError) as e:
         reason = " ".join(str(e).split()) or type(e).__name__
         raise ValueError(f"{path} (the run's recipe beside the checkpoint) is not a valid recipe: {reason}") from None
 

@@ -6,13 +6,12 @@ from tformer.training.checkpoint import (
     load_model,
     load_training_state,
     load_weights,
-    rng_states,
     save_checkpoint,
-    set_rng_states,
     tokenizer_dir,
 )
 from tformer.training.losses import TokenLosses, label_smoothed_nll, nll_sum, token_losses
 from tformer.training.optim import OptimConfig, build_optimizer, param_groups
+from tformer.training.rng import rng_states, set_rng_states
 from tformer.training.schedules import (
     ScheduleConfig,
     build_scheduler,

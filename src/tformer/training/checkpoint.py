@@ -23,25 +23,22 @@ scheduler=...)`, last: building draws random numbers, and restoring the RNG must
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
-import random
-import shutil
-import uuid
 from pathlib import Path
 from typing import Protocol
 
-import numpy as np
 import safetensors.torch
 import torch
-import yaml
 from torch import nn
 
 import tformer.models
-from tformer.config import FAMILIES, TransformerConfig, family_of, from_dict, to_dict
+from tformer.config import FAMILIES, TransformerConfig, family_of
+from tformer.configio import dump_yaml, from_dict, read_yaml, to_dict
+from tformer.files import atomic_directory, sha256
 from tformer.models.presets import build_model
 from tformer.nn.layers import rename_old_keys
+from tformer.training.rng import rng_states, set_rng_states
 
 MODEL_FILE = "model.safetensors"
 CONFIG_FILE = "config.yaml"
@@ -76,40 +73,41 @@ def save_checkpoint(path: str | os.PathLike, *, model: nn.Module, config: Transf
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ValueError(f"checkpoint {path}: exists and is not a directory")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:12]}"
     try:
-        tmp.mkdir()
-        if model_state is None:
-            safetensors.torch.save_model(model, str(tmp / MODEL_FILE))
-        else:
-            _save_state(model, model_state, tmp / MODEL_FILE)
-        meta = {"family": family_of(config), "model": type(model).__name__, "config": to_dict(config)}
-        (tmp / CONFIG_FILE).write_text(yaml.safe_dump(meta, sort_keys=False))
-        if optimizer is not None or scheduler is not None or state is not None:
-            if optimizer_state is None and optimizer is not None:
-                optimizer_state = optimizer.state_dict()
-            trainer = {
-                "optimizer": optimizer_state,
-                "scheduler": None if scheduler is None else scheduler.state_dict(),
-                "state": dict(state or {}),
-                "rng": rng_states(),
-            }
-            torch.save(trainer, tmp / TRAINER_FILE)
-        if tokenizer is not None:
-            (tmp / TOKENIZER_DIR).mkdir()
-            tokenizer.save(tmp / TOKENIZER_DIR)
-        _write_manifest(tmp)
-        _fsync_tree(tmp)
-        _swap_into_place(tmp, path, keep_previous_as)
+        with atomic_directory(path, keep_previous_as=keep_previous_as) as tmp:
+            _write_files(tmp, model=model, config=config, optimizer=optimizer, scheduler=scheduler, state=state,
+                         tokenizer=tokenizer, model_state=model_state, optimizer_state=optimizer_state)
     except OSError as e:
-        shutil.rmtree(tmp, ignore_errors=True)
         reason = e.strerror or str(e) or errno.errorcode.get(e.errno or 0, type(e).__name__)
         kept = " (the previous one there is kept)" if path.exists() else ""
         raise ValueError(f"cannot write checkpoint {path}: {reason}{kept}") from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+
+def _write_files(directory: Path, *, model: nn.Module, config: TransformerConfig,
+                 optimizer: torch.optim.Optimizer | None, scheduler: torch.optim.lr_scheduler.LRScheduler | None,
+                 state: dict | None, tokenizer: SavesToDirectory | None, model_state: dict | None,
+                 optimizer_state: dict | None) -> None:
+    """The checkpoint's files (see the module docstring) into the empty `directory`, the manifest last."""
+    if model_state is None:
+        safetensors.torch.save_model(model, str(directory / MODEL_FILE))
+    else:
+        _save_state(model, model_state, directory / MODEL_FILE)
+    meta = {"family": family_of(config), "model": type(model).__name__, "config": to_dict(config)}
+    (directory / CONFIG_FILE).write_text(dump_yaml(meta))
+    if optimizer is not None or scheduler is not None or state is not None:
+        if optimizer_state is None and optimizer is not None:
+            optimizer_state = optimizer.state_dict()
+        trainer = {
+            "optimizer": optimizer_state,
+            "scheduler": None if scheduler is None else scheduler.state_dict(),
+            "state": dict(state or {}),
+            "rng": rng_states(),
+        }
+        torch.save(trainer, directory / TRAINER_FILE)
+    if tokenizer is not None:
+        (directory / TOKENIZER_DIR).mkdir()
+        tokenizer.save(directory / TOKENIZER_DIR)
+    _write_manifest(directory)
 
 
 def _save_state(model: nn.Module, state: dict, file: Path) -> None:
@@ -122,16 +120,8 @@ def _save_state(model: nn.Module, state: dict, file: Path) -> None:
 def _write_manifest(root: Path) -> None:
     entries = {}
     for file in sorted(p for p in root.rglob("*") if p.is_file()):
-        entries[file.relative_to(root).as_posix()] = {"bytes": file.stat().st_size, "sha256": _sha256(file)}
+        entries[file.relative_to(root).as_posix()] = {"bytes": file.stat().st_size, "sha256": sha256(file)}
     (root / MANIFEST_FILE).write_text(json.dumps(entries, indent=1) + "\n")
-
-
-def _sha256(file: Path) -> str:
-    digest = hashlib.sha256()
-    with open(file, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def verify(path: str | os.PathLike, name: str) -> None:
@@ -151,85 +141,8 @@ def verify(path: str | os.PathLike, name: str) -> None:
     if size != entry["bytes"]:
         raise ValueError(f"checkpoint {path}: {name} has {size} bytes, the manifest says {entry['bytes']}: "
                          "the file is truncated or was replaced")
-    if _sha256(path / name) != entry["sha256"]:
+    if sha256(path / name) != entry["sha256"]:
         raise ValueError(f"checkpoint {path}: {name} does not match its SHA-256 in {MANIFEST_FILE}: corrupt")
-
-
-def _fsync_tree(root: Path) -> None:
-    """Flush every file and directory under `root` to disk, so the rename publishes complete data."""
-    for dirpath, _, filenames in os.walk(root):
-        for name in filenames:
-            with open(os.path.join(dirpath, name), "rb") as f:
-                os.fsync(f.fileno())
-        _fsync_dir(Path(dirpath))
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # platforms that cannot open a directory (Windows): nothing to flush
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _swap_into_place(tmp: Path, path: Path, keep_previous_as: str | os.PathLike | None = None) -> None:
-    """rename(tmp, path); a non-empty directory cannot be renamed over, so an old one is moved aside
-    first and deleted after, or kept as `keep_previous_as` (and moved back if the second rename fails)."""
-    old = None
-    if path.exists():
-        old = Path(keep_previous_as) if keep_previous_as else path.parent / f".{path.name}.old-{uuid.uuid4().hex[:12]}"
-        if old.exists():
-            shutil.rmtree(old)
-        os.replace(path, old)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        if old is not None:
-            os.replace(old, path)
-        raise
-    _fsync_dir(path.parent)
-    if old is not None and not keep_previous_as:
-        shutil.rmtree(old, ignore_errors=True)
-
-
-# --- RNG ------------------------------------------------------------------------------------------------
-
-
-def rng_states() -> dict:
-    """The states of every generator training draws from: python `random` (data shuffling), numpy, torch
-    CPU (dropout, masking) and each CUDA device. Plain types and tensors, so `torch.load` needs no
-    pickled classes."""
-    np_state = np.random.get_state(legacy=False)
-    return {
-        "python": random.getstate(),
-        "numpy": {
-            "key": torch.from_numpy(np_state["state"]["key"].astype(np.int64)),
-            "pos": int(np_state["state"]["pos"]),
-            "has_gauss": int(np_state["has_gauss"]),
-            "gauss": float(np_state["gauss"]),
-        },
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-    }
-
-
-def set_rng_states(states: dict) -> None:
-    """Restore what `rng_states` returned (CUDA devices: as many as both the saved and this machine have)."""
-    python = states["python"]
-    random.setstate((python[0], tuple(python[1]), python[2]))
-    n = states["numpy"]
-    np.random.set_state({
-        "bit_generator": "MT19937",
-        "state": {"key": n["key"].numpy().astype(np.uint32), "pos": n["pos"]},
-        "has_gauss": n["has_gauss"], "gauss": n["gauss"],
-    })
-    torch.set_rng_state(states["torch"])
-    if torch.cuda.is_available():
-        for device, cuda_state in enumerate(states["cuda"][: torch.cuda.device_count()]):
-            torch.cuda.set_rng_state(cuda_state, device)
 
 
 # --- loading --------------------------------------------------------------------------------------------
@@ -369,19 +282,13 @@ def _require(path: Path, name: str) -> Path:
 
 def _read_yaml(path: Path) -> dict:
     file = _require(path, CONFIG_FILE)
-    try:
-        meta = yaml.safe_load(file.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise ValueError(f"checkpoint {path}: {CONFIG_FILE} is not valid YAML{where} ({type(e).__name__})") from None
-    if not isinstance(meta, dict):
-        raise ValueError(f"checkpoint {path}: {CONFIG_FILE} is not a mapping")
+    meta = read_yaml(file, what=f"checkpoint {path}: {CONFIG_FILE}")
+    if meta is None:
+        raise ValueError(f"checkpoint {path}: {CONFIG_FILE} is empty")
     return meta
 
 
 __all__ = [
     "CONFIG_FILE", "MANIFEST_FILE", "MODEL_FILE", "TOKENIZER_DIR", "TRAINER_FILE", "load_config", "load_model",
-    "load_training_state", "load_weights", "read_trainer", "rng_states", "save_checkpoint", "set_rng_states",
-    "tokenizer_dir", "verify",
+    "load_training_state", "load_weights", "read_trainer", "save_checkpoint", "tokenizer_dir", "verify",
 ]

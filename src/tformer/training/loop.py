@@ -8,82 +8,39 @@ at the end of the step and return (`interrupts.py`); `save_every` bounds what a 
 a non-finite loss or gradient is skipped and reported; `max_bad_steps` in a row stop the run. Under
 torchrun the same loop trains data-parallel (`distributed.py`); only rank 0 writes.
 
-A task supplies the data and the loss; see `Task`.
+A task supplies the data and the loss; see `Task`. The settings are `TrainConfig` (`config.py`), the log
+`Logger` (`logger.py`), the run's checkpoints and resuming from them `resume.py`.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import re
-import shutil
 import signal
 import sys
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import torch
-import yaml
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from tformer.config import TransformerConfig, to_dict
+from tformer.config import TransformerConfig
+from tformer.configio import dump_yaml, to_dict
 from tformer.data.device import device_of, resolve_device, to_device
 from tformer.files import write_atomic
 from tformer.training import distributed as dist
-from tformer.training.checkpoint import (
-    load_config,
-    load_weights,
-    read_trainer,
-    rng_states,
-    save_checkpoint,
-    set_rng_states,
-)
+from tformer.training.checkpoint import load_weights
+from tformer.training.config import TrainConfig
 from tformer.training.interrupts import Interrupts
+from tformer.training.logger import Logger
 from tformer.training.memory import keep_freed_memory
-from tformer.training.optim import OptimConfig, build_optimizer
+from tformer.training.optim import build_optimizer
 from tformer.training.progress import ProgressBar, Throughput
-from tformer.training.schedules import ScheduleConfig, build_scheduler
-
-
-@dataclass(kw_only=True)
-class TrainConfig:
-    seed: int = 0
-    max_steps: int = 1000  # optimizer steps
-    time_budget_min: float | None = None  # stop after this many minutes of training, whatever the step
-    accum_steps: int = 1  # micro-batches per optimizer step (per rank under torchrun)
-    label_smoothing: float = 0.1
-    eval_every: int = 500
-    log_every: int = 10
-    save_every: int | None = None  # write `last` every this many steps; None: at each evaluation
-    keep_last: int = 1  # `last` and the keep_last - 1 checkpoints before it (as step-NNNNNNNN/)
-    max_bad_steps: int = 5  # steps in a row with a non-finite loss or gradient before the run stops
-    distributed: str = "ddp"  # under torchrun: "ddp" (a replica per rank) or "fsdp" (fully sharded)
-    device: str = "auto"  # "auto" (a GPU if torch sees one, else the CPU), "cpu", "cuda" or "cuda:N"
-    best_metric: str = "valid_loss"  # chooses the `best` checkpoint; "bleu" and "accuracy" count higher as better
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
-
-    def __post_init__(self) -> None:
-        for name in ("max_steps", "accum_steps", "eval_every", "log_every", "keep_last", "max_bad_steps"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"train.{name}={value!r} must be a positive integer")
-        if self.save_every is not None and (not isinstance(self.save_every, int) or self.save_every < 1):
-            raise ValueError(f"train.save_every={self.save_every!r} must be a positive integer or null")
-        if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(f"train.label_smoothing={self.label_smoothing!r} must be in [0, 1)")
-        if self.time_budget_min is not None and not self.time_budget_min > 0:
-            raise ValueError(f"train.time_budget_min={self.time_budget_min!r} must be > 0")
-        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", str(self.device)):
-            raise ValueError(f"train.device={self.device!r} is not allowed; use auto, cpu, cuda or cuda:N")
-        if self.distributed not in dist.STRATEGIES:
-            allowed = ", ".join(dist.STRATEGIES)
-            raise ValueError(f"train.distributed={self.distributed!r} is not allowed; choose one of {allowed}")
-
+from tformer.training.resume import Checkpoints, check_resumable, restore, set_next_lr
+from tformer.training.schedules import build_scheduler
 
 HIGHER_IS_BETTER = ("bleu", "chrf", "accuracy")
 
@@ -111,7 +68,41 @@ def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainCon
     it stopped, "max_steps", "time budget" or the signal's name, and `interrupted`: the signal's name if
     SIGINT or SIGTERM stopped it). Writes out_dir/recipe.yaml (the `recipe` dataclass, if given),
     out_dir/metrics.jsonl and the out_dir/last and out_dir/best checkpoints."""
-    out_dir = Path(out_dir)
+    run = _start(model, config, train, out_dir=Path(out_dir), tokenizer=tokenizer, resume=resume, recipe=recipe)
+    data = EpochReader(task, run.state)
+    bar = ProgressBar(run.state, max_steps=train.max_steps, budget_min=train.time_budget_min,
+                      enabled=progress and run.world.is_main)
+    run.model.train()
+    with Interrupts() as stop:
+        _train(run, task, train, data=data, bar=bar, stop=stop)
+    run.state.setdefault("stopped", "max_steps")  # resumed at or past max_steps: nothing was left to do
+    bar.close()
+    if run.log is not None:
+        run.log.close()
+    dist.teardown(run.world)
+    run.model.eval()
+    return run.state
+
+
+@dataclass
+class _Run:
+    """What one call of `fit` holds while it trains."""
+
+    model: nn.Module  # the model trained (under torchrun: wrapped for DDP or FSDP)
+    whole: nn.Module  # the model evaluated and saved
+    world: dist.World
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    state: dict[str, Any]  # step, epoch, batch, best, elapsed, metrics, stopped: what a checkpoint records
+    log: Logger | None  # rank 0 only
+    checkpoints: Checkpoints
+    out_dir: Path
+
+
+def _start(model: nn.Module, config: TransformerConfig, train: TrainConfig, *, out_dir: Path, tokenizer: Any,
+           resume: bool, recipe: Any) -> _Run:
+    """Place the model, wrap it under torchrun, build the optimizer and schedule, and on `resume` restore
+    them and the loop state from out_dir/last; open the log and write recipe.yaml (rank 0)."""
     keep_freed_memory()  # every step reuses the pages of the step before (see memory.py)
     world = dist.launched_world()
     model.to(resolve_device(train.device, local_rank=world.local_rank))  # under torchrun: this rank's GPU
@@ -126,67 +117,73 @@ def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainCon
     scheduler = build_scheduler(optimizer, train.schedule, d_model=config.d_model, lr=train.optim.lr,
                                 progress=lambda step: run_progress(step, state["elapsed"], train))
     if resume:
-        state.update(_restore(out_dir / "last", model, optimizer, scheduler, train, world))
-        _set_next_lr(optimizer, scheduler)
+        state.update(restore(out_dir / "last", model, optimizer, scheduler, train, world))
+        set_next_lr(optimizer, scheduler)
     log = Logger(out_dir, resume_at=state["step"] if resume else None) if world.is_main else None
     if world.is_main and recipe is not None:
-        write_atomic(out_dir / "recipe.yaml", yaml.safe_dump(to_dict(recipe), sort_keys=False))
-    data = EpochReader(task, state)
+        write_atomic(out_dir / "recipe.yaml", dump_yaml(to_dict(recipe)))
     checkpoints = Checkpoints(out_dir, model=model, whole=whole, optimizer=optimizer, scheduler=scheduler,
                               config=config, tokenizer=tokenizer, train=train, world=world,
                               last_step=state["step"] if resume else None)
-    bar = ProgressBar(state, max_steps=train.max_steps, budget_min=train.time_budget_min,
-                      enabled=progress and world.is_main)
+    return _Run(model=model, whole=whole, world=world, optimizer=optimizer, scheduler=scheduler, state=state,
+                log=log, checkpoints=checkpoints, out_dir=out_dir)
+
+
+def _train(run: _Run, task: Task, train: TrainConfig, *, data: EpochReader, bar: ProgressBar,
+           stop: Interrupts) -> None:
+    """Optimizer steps until max_steps, the time budget or a signal; sets state["stopped"] (and
+    state["interrupted"] for a signal). A step with a non-finite loss or gradient is skipped, not counted."""
+    state, world = run.state, run.world
     started, window = time.perf_counter() - state["elapsed"], Throughput(time.perf_counter)
     bad_steps: list[int] = []
-    model.train()
-    with Interrupts() as stop:
-        while state["step"] < train.max_steps:
-            micro = dist.shard(data.take(train.accum_steps * world.size), world)
-            mean_loss, total, grad_norm = _step(model, task, micro, optimizer, clip_norm=train.optim.clip_norm,
-                                                world=world)
-            if not (math.isfinite(mean_loss) and math.isfinite(grad_norm)):
-                bad_steps.append(state["step"] + 1)
-                _report_bad_step(bad_steps, mean_loss, grad_norm, train, log, out_dir)
-                continue
-            bad_steps.clear()
-            state["step"] += 1
-            window.add(total)
-            # the ranks agree on the time and on stopping (the latest clock and any signal decide for all)
-            state["elapsed"], signum = dist.all_reduce([time.perf_counter() - started, float(stop.signal or 0)],
-                                                       world, op="max")
-            lr = scheduler.get_last_lr()[0]  # the lr this step used
-            scheduler.step()  # the next step's lr, from the step count and the clock just read
-            rate = None
-            if log is not None and (state["step"] % train.log_every == 0 or state["step"] == train.max_steps):
-                rate = window.rate()
-                window.restart()
-                log.write({"step": state["step"], "loss": mean_loss, "lr": lr, "grad_norm": grad_norm,
+    while state["step"] < train.max_steps:
+        micro = dist.shard(data.take(train.accum_steps * world.size), world)
+        mean_loss, total, grad_norm = _step(run.model, task, micro, run.optimizer, clip_norm=train.optim.clip_norm,
+                                            world=world)
+        if not (math.isfinite(mean_loss) and math.isfinite(grad_norm)):
+            bad_steps.append(state["step"] + 1)
+            _report_bad_step(bad_steps, mean_loss, grad_norm, train, run.log, run.out_dir)
+            continue
+        bad_steps.clear()
+        state["step"] += 1
+        window.add(total)
+        # the ranks agree on the time and on stopping (the latest clock and any signal decide for all)
+        state["elapsed"], signum = dist.all_reduce([time.perf_counter() - started, float(stop.signal or 0)],
+                                                   world, op="max")
+        lr = run.scheduler.get_last_lr()[0]  # the lr this step used
+        run.scheduler.step()  # the next step's lr, from the step count and the clock just read
+        rate = None
+        if run.log is not None and (state["step"] % train.log_every == 0 or state["step"] == train.max_steps):
+            rate = window.rate()
+            window.restart()
+            run.log.write({"step": state["step"], "loss": mean_loss, "lr": lr, "grad_norm": grad_norm,
                            "tokens_per_s": rate, "elapsed_s": state["elapsed"]})
-            bar.show(state, loss=mean_loss, lr=lr, tokens_per_s=rate)
-            out_of_time = train.time_budget_min is not None and state["elapsed"] >= 60 * train.time_budget_min
-            done = state["step"] == train.max_steps or out_of_time
-            if state["step"] % train.eval_every == 0 or done:
-                dist.refresh(whole, model)
-                _evaluate(whole, task, train, state, log, checkpoints)
-                model.train()
-                window.restart()  # tokens/s counts training time only
-            elif train.save_every is not None and state["step"] % train.save_every == 0:
-                checkpoints.save("last", state)
-            if done:
-                state["stopped"] = "max_steps" if state["step"] == train.max_steps else "time budget"
-                break
-            if signum:
-                checkpoints.save("last", state)
-                state["interrupted"] = state["stopped"] = signal.Signals(int(signum)).name
-                break
-    state.setdefault("stopped", "max_steps")  # resumed at or past max_steps: nothing was left to do
-    bar.close()
-    if log is not None:
-        log.close()
-    dist.teardown(world)
-    model.eval()
-    return state
+        bar.show(state, loss=mean_loss, lr=lr, tokens_per_s=rate)
+        if _evaluate_or_stop(run, task, train, window=window, signum=int(signum)):
+            break
+
+
+def _evaluate_or_stop(run: _Run, task: Task, train: TrainConfig, *, window: Throughput, signum: int) -> bool:
+    """After a counted step: evaluate (and save) when due, else save `last` when due; True when the run
+    stops here, with the reason in state["stopped"]."""
+    state = run.state
+    out_of_time = train.time_budget_min is not None and state["elapsed"] >= 60 * train.time_budget_min
+    done = state["step"] == train.max_steps or out_of_time
+    if state["step"] % train.eval_every == 0 or done:
+        dist.refresh(run.whole, run.model)
+        _evaluate(run.whole, task, train, state, run.log, run.checkpoints)
+        run.model.train()
+        window.restart()  # tokens/s counts training time only
+    elif train.save_every is not None and state["step"] % train.save_every == 0:
+        run.checkpoints.save("last", state)
+    if done:
+        state["stopped"] = "max_steps" if state["step"] == train.max_steps else "time budget"
+        return True
+    if signum:
+        run.checkpoints.save("last", state)
+        state["interrupted"] = state["stopped"] = signal.Signals(signum).name
+        return True
+    return False
 
 
 def run_progress(step: int, elapsed: float, train: TrainConfig) -> float:
@@ -223,95 +220,6 @@ class EpochReader:
             taken.append(self.batches[state["batch"]])
             state["batch"] += 1
         return taken
-
-
-class Checkpoints:
-    """out_dir/last and out_dir/best for the loop. Every rank calls `save` (FSDP gathers the shards there);
-    rank 0 writes. `last` is written at most once a step; with train.keep_last > 1 the checkpoint it
-    replaces is kept as step-NNNNNNNN/ and the oldest beyond keep_last are deleted."""
-
-    def __init__(self, out_dir: Path, *, model: nn.Module, whole: nn.Module, optimizer: torch.optim.Optimizer,
-                 scheduler: torch.optim.lr_scheduler.LRScheduler, config: TransformerConfig, tokenizer: Any,
-                 train: TrainConfig, world: dist.World, last_step: int | None) -> None:
-        self.out_dir, self.model, self.whole = out_dir, model, whole
-        self.optimizer, self.scheduler = optimizer, scheduler
-        self.config, self.tokenizer, self.train, self.world = config, tokenizer, train, world
-        self.last_step = last_step  # the step `last` holds (None: none written by this run or its predecessor)
-
-    def save(self, name: str, state: dict[str, Any]) -> None:
-        if name == "last" and self.last_step == state["step"]:
-            return  # saved at this step already (an evaluation, then a signal): the same state
-        gathered = dist.full_state(self.model, self.optimizer)
-        ranks_rng = dist.gather_objects(rng_states(), self.world)
-        if self.world.is_main:
-            keep = None
-            if name == "last" and self.train.keep_last > 1 and self.last_step is not None:
-                keep = self.out_dir / f"step-{self.last_step:08d}"
-            save_checkpoint(self.out_dir / name, model=self.whole, config=self.config, optimizer=self.optimizer,
-                            scheduler=self.scheduler, state={**state, "world_rng": ranks_rng},
-                            tokenizer=self.tokenizer, keep_previous_as=keep,
-                            model_state=gathered and gathered[0], optimizer_state=gathered and gathered[1])
-            if name == "last":
-                _prune(self.out_dir, self.train.keep_last - 1)
-        if name == "last":
-            self.last_step = state["step"]
-        dist.barrier(self.world)
-
-
-def check_resumable(out_dir: Path, config: TransformerConfig) -> None:
-    """Refuse to resume out_dir/last with a model config other than the one it was trained with, naming the
-    first field that differs (training settings such as max_steps may change; the model may not)."""
-    last = out_dir / "last"
-    if not last.is_dir():
-        raise ValueError(f"cannot resume: no checkpoint at {last} (train without --resume to start afresh)")
-    saved, _ = load_config(last)
-    if type(saved) is not type(config):
-        raise ValueError(f"cannot resume {last}: it holds a {type(saved).__name__}, the recipe builds a "
-                         f"{type(config).__name__}")
-    old, new = _flatten(to_dict(saved)), _flatten(to_dict(config))
-    for key in sorted(old.keys() | new.keys()):
-        if old.get(key) != new.get(key):
-            raise ValueError(f"cannot resume {last}: model {key} is {old.get(key)!r} in the checkpoint but "
-                             f"{new.get(key)!r} in the recipe; keep the model settings, or start a new out_dir")
-
-
-def _flatten(data: dict, prefix: str = "") -> dict[str, Any]:
-    out = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            out.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
-def _restore(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer,
-             scheduler: torch.optim.lr_scheduler.LRScheduler, train: TrainConfig, world: dist.World) -> dict:
-    """The optimizer, schedule and RNG states from a checkpoint's trainer.pt (the weights are loaded
-    already); returns the loop state. With as many ranks as saved it, each rank gets its own RNG back;
-    with another number, rank 0 gets the saved one and the others a seed derived from it."""
-    trainer = read_trainer(path)
-    dist.load_optimizer_state(model, optimizer, trainer["optimizer"])
-    scheduler.load_state_dict(trainer["scheduler"])
-    state = dict(trainer["state"])
-    ranks_rng = state.pop("world_rng", None) or [trainer["rng"]]
-    if len(ranks_rng) == world.size:
-        set_rng_states(ranks_rng[world.rank])
-    else:
-        set_rng_states(ranks_rng[0])
-        if world.rank > 0:
-            torch.manual_seed(train.seed + 1_000_003 * world.rank + state["step"])
-    return state
-
-
-def _set_next_lr(optimizer: torch.optim.Optimizer, scheduler: torch.optim.lr_scheduler.LambdaLR) -> None:
-    """The lr of the next step under this run's settings, not the one the checkpoint computed under its
-    own: a resumed run may have another max_steps or time budget, which a fitted schedule follows. With
-    the same settings it is the same number (LambdaLR's own expression)."""
-    lrs = [base * fn(scheduler.last_epoch) for base, fn in zip(scheduler.base_lrs, scheduler.lr_lambdas, strict=True)]
-    for group, lr in zip(optimizer.param_groups, lrs, strict=True):
-        group["lr"] = lr
-    scheduler._last_lr = lrs
 
 
 def _step(model: nn.Module, task: Task, micro: list[Any], optimizer: torch.optim.Optimizer, *,
@@ -375,50 +283,3 @@ def _clip(model: nn.Module, clip_norm: float | None) -> float:
         return 0.0
     norm = torch.nn.utils.clip_grad_norm_(params, clip_norm if clip_norm is not None else math.inf)
     return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
-
-
-def _prune(out_dir: Path, keep: int) -> None:
-    """Delete all but the newest `keep` of out_dir/step-NNNNNNNN/."""
-    old = sorted(out_dir.glob("step-[0-9]*"))
-    for path in old[: max(len(old) - keep, 0)]:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-class Logger:
-    """Metrics to out_dir/metrics.jsonl, one JSON object a line, and to TensorBoard when it is installed."""
-
-    def __init__(self, out_dir: Path, *, resume_at: int | None) -> None:
-        """A fresh run starts a fresh log; a resumed one keeps the records up to its checkpoint's step and
-        drops any logged after it (a crash since), so that no step appears twice."""
-        out_dir.mkdir(parents=True, exist_ok=True)
-        path = out_dir / "metrics.jsonl"
-        if resume_at is not None and path.is_file():
-            kept = [line for line in path.read_text().splitlines(keepends=True) if _logged_step(line) <= resume_at]
-            write_atomic(path, "".join(kept))
-        self.file = open(path, "a" if resume_at is not None else "w")  # noqa: SIM115
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self.tb = SummaryWriter(str(out_dir / "tensorboard"))
-        except ImportError:  # tensorboard is optional
-            self.tb = None
-
-    def write(self, record: dict[str, Any]) -> None:
-        self.file.write(json.dumps(record) + "\n")
-        self.file.flush()
-        if self.tb is not None:
-            for key, value in record.items():
-                if key != "step" and isinstance(value, int | float):
-                    self.tb.add_scalar(key, value, record["step"])
-
-    def close(self) -> None:
-        self.file.close()
-        if self.tb is not None:
-            self.tb.close()
-
-
-def _logged_step(line: str) -> float:
-    try:
-        return json.loads(line)["step"]
-    except (ValueError, KeyError, TypeError):
-        return math.inf  # a torn last line: drop it

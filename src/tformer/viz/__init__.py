@@ -5,9 +5,8 @@ and a self-contained HTML report of a run.
     positions.py   sinusoidal table and similarity, RoPE scores, ALiBi biases
     curves.py      `read_metrics` of a run's metrics.jsonl and `plot_curves` of several runs
     complexity.py  the complexity benchmark's results, log-log with fitted slopes
-    report.py      `write_report`: one HTML page per run, pictures embedded
+    report.py      the HTML page of a run, pictures embedded (gathered by `tformer.tasks.report`)
     figures.py     the Agg figure, PNG / SVG by suffix, atomic saves, heatmaps
-    cli.py         `tformer plot ...` and `tformer report`
 
 Every picture is a `matplotlib.figure.Figure` drawn on the headless Agg canvas (no display, no pyplot
 state), saved as PNG or SVG by the output file's suffix. matplotlib (and torch) are imported by the modules

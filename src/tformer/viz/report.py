@@ -1,14 +1,14 @@
-"""`tformer report RUN_DIR`: one static, self-contained HTML page about a run, to open from disk or attach.
+"""The HTML page of `tformer report RUN_DIR`: one static, self-contained page about a run, to open from disk
+or attach. This module draws and lays out what it is given; `tformer.tasks.report` gathers it (the run's
+metrics, its checkpoint, samples made with the recipe's task) and writes the page.
 
     training curves            from RUN_DIR/metrics.jsonl
     final metrics              the last evaluation record (and the last training record)
-    samples                    translation: a few test (else validation) sentences of the recipe's data, or
-                               fixed sentences when the data cannot be read; GPT: a short greedy generation
+    samples                    what the model produced (`Samples`)
     attention                  the attention grid of one of those examples (exact attention only)
 
-The checkpoint is RUN_DIR/best, else RUN_DIR/last, with RUN_DIR/recipe.yaml beside it. Pictures are PNGs
-embedded as base64 data: URIs; the page has no scripts, fonts, style sheets or links to fetch, and every
-piece of text in it goes through `html.escape`.
+Pictures are PNGs embedded as base64 data: URIs; the page has no scripts, fonts, style sheets or links to
+fetch, and every piece of text in it goes through `html.escape`.
 """
 
 from __future__ import annotations
@@ -22,15 +22,8 @@ from typing import Any
 
 from torch import nn
 
-from tformer.viz.curves import read_metrics
-from tformer.viz.figures import png_bytes, write_atomic
+from tformer.viz.figures import png_bytes
 
-FIXED_SENTENCES = ["In the beginning God created the heaven and the earth.",
-                   "And God said, Let there be light: and there was light."]
-FIXED_PROMPT = "In the beginning"
-N_SAMPLES = 4
-NEW_TOKENS = 60  # of a GPT sample
-EXAMPLE_TOKENS = 32  # at most, in the attention example of a GPT (more would not be legible)
 STYLE = """body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;
 vertical-align:top}th{background:#f3f3f3}img{max-width:100%;height:auto}.note{color:#666;font-size:.9em}"""
@@ -46,63 +39,6 @@ class Samples:
     note: str = ""
     example: str | None = None  # the text (source / prompt) of the attention example
     target: str | None = None  # its translation (encoder-decoder)
-
-
-def find_checkpoint(run: Path) -> Path | None:
-    """RUN_DIR/best, else RUN_DIR/last, else None."""
-    return next((run / name for name in ("best", "last") if (run / name / "config.yaml").is_file()), None)
-
-
-def load_run_recipe(run: Path) -> Any:
-    """The run's recipe (any task), or None without a readable recipe.yaml."""
-    from tformer.tasks import load_recipe
-
-    path = run / "recipe.yaml"
-    try:
-        return load_recipe(path) if path.is_file() else None
-    except ValueError:
-        return None
-
-
-def translation_samples(model: nn.Module, tokenizer: Any, recipe: Any) -> Samples:
-    """A few sentences of the recipe's test (else validation) split translated as the recipe decodes, or
-    fixed sentences when the data is not reachable."""
-    from tformer.tasks.translation import DecodeConfig, TranslationRecipe, load_split, translate
-
-    pairs, note = [], ""
-    if isinstance(recipe, TranslationRecipe):
-        for split in ("test", "valid"):
-            try:
-                pairs = load_split(recipe.data, split)[:N_SAMPLES]
-                note = f"the first {len(pairs)} sentences of the {split} split"
-                break
-            except (ValueError, OSError, ImportError) as e:
-                note = f"data not reachable ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
-    if not pairs:
-        pairs = [(s, "") for s in FIXED_SENTENCES]
-        note = (note + "; " if note else "") + "fixed sentences"
-    decode = recipe.decode if isinstance(recipe, TranslationRecipe) else DecodeConfig()
-    hyps = translate(model, tokenizer, [s for s, _ in pairs], decode)
-    rows = [[s, r, h] for (s, r), h in zip(pairs, hyps, strict=True)]
-    shortest = min(range(len(rows)), key=lambda i: len(tokenizer.encode(rows[i][0])))
-    return Samples(title="Sample translations", header=["source", "reference", "tformer"], rows=rows,
-                   note=f"{note}; beam {decode.beam}, length penalty {decode.lenpen}",
-                   example=rows[shortest][0], target=rows[shortest][2] or None)
-
-
-def generation_samples(model: nn.Module, tokenizer: Any) -> Samples:
-    """A greedy continuation of a fixed prompt."""
-    from tformer.decoding import generate_greedy
-
-    config = model.config
-    prompt = ([] if config.bos_id is None else [config.bos_id]) + tokenizer.encode(FIXED_PROMPT)
-    budget = max(0, min(NEW_TOKENS, config.max_len - len(prompt)))
-    stop = () if config.eos_id is None else (config.eos_id,)
-    new = generate_greedy(model, [prompt], max_new_tokens=budget, stop_tokens=stop)[0]
-    text = tokenizer.decode(new)
-    example = tokenizer.decode(tokenizer.encode(FIXED_PROMPT + text)[:EXAMPLE_TOKENS])
-    return Samples(title="Sample generation", header=["prompt", "greedy continuation"],
-                   rows=[[FIXED_PROMPT, text]], note=f"greedy, at most {budget} new tokens", example=example)
 
 
 def attention_section(model: nn.Module, tokenizer: Any, text: str, target: str | None) -> tuple[str, bytes | None]:
@@ -155,29 +91,16 @@ def metrics_section(records: list[dict]) -> list[str]:
     return parts
 
 
-def model_section(run: Path) -> list[str]:
-    """Samples from the run's checkpoint and the attention grid of one of them; a note when there is no
-    checkpoint or it cannot be loaded."""
-    from tformer.config import GPTConfig, Seq2SeqConfig
-    from tformer.tasks import load_checkpoint
+def no_model_section(reason: str) -> list[str]:
+    """The samples heading with why there are none (no checkpoint, or one that cannot be loaded)."""
+    return [f"<h2>Samples</h2><p>{html.escape(reason)}</p>"]
 
+
+def model_section(checkpoint: Path, model: nn.Module, tokenizer: Any, samples: Samples) -> list[str]:
+    """The checkpoint's model, its samples and the attention grid of the samples' example."""
     esc = html.escape
-    checkpoint = find_checkpoint(run)
-    if checkpoint is None:
-        return [f"<h2>Samples</h2><p>no checkpoint in {esc(str(run))} (best/ or last/)</p>"]
-    try:
-        model, _, tokenizer = load_checkpoint(checkpoint)
-    except (ValueError, FileNotFoundError) as e:
-        return [f"<h2>Samples</h2><p>cannot load the checkpoint: {esc(str(e))}</p>"]
     parts = [f'<p class="note">checkpoint {esc(str(checkpoint))}: {esc(type(model).__name__)}, '
              f"{sum(p.numel() for p in model.parameters()):,} parameters</p>"]
-    if isinstance(model.config, Seq2SeqConfig):
-        samples = translation_samples(model, tokenizer, load_run_recipe(run))
-    elif isinstance(model.config, GPTConfig):
-        samples = generation_samples(model, tokenizer)
-    else:  # BERT
-        samples = Samples(title="Samples", header=[], rows=[], note="an encoder generates no text",
-                          example=FIXED_SENTENCES[0])
     parts.append(f"<h2>{esc(samples.title)}</h2><p class=\"note\">{esc(samples.note)}</p>")
     if samples.rows:
         parts.append(_table(samples.header, samples.rows))
@@ -188,28 +111,19 @@ def model_section(run: Path) -> list[str]:
     return parts
 
 
-def build_report(run_dir: str | Path) -> str:
-    """The HTML page of a run (see the module docstring)."""
+def page(run: Path, records: list[dict], model_parts: list[str]) -> str:
+    """The whole HTML page of run directory `run`: its curves and final metrics from `records` (its
+    metrics.jsonl), then `model_parts` (`model_section` or `no_model_section`)."""
     from tformer.viz.curves import plot_curves
 
-    run = Path(run_dir)
-    records = read_metrics(run)
     esc = html.escape
     curves = png_bytes(plot_curves({str(run): records}), dpi=80)
     parts = [f"<h1>Run {esc(str(run))}</h1>", "<h2>Training curves</h2>", _image(curves, "training curves"),
-             *metrics_section(records), *model_section(run),
+             *metrics_section(records), *model_parts,
              f'<p class="note">made by tformer report on {esc(time.strftime("%Y-%m-%d %H:%M"))}</p>']
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             f"<title>tformer report: {esc(str(run))}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
             + "\n".join(parts) + "\n</body>\n</html>\n")
 
 
-def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
-    """Build the page and write it to `out` (default RUN_DIR/report.html) atomically; returns the path."""
-    run = Path(run_dir)
-    if not run.is_dir():
-        raise ValueError(f"run directory {run} does not exist")
-    path = Path(out) if out is not None else run / "report.html"
-    if path.suffix.lower() not in (".html", ".htm"):
-        raise ValueError(f"output file {path} has suffix {path.suffix or '(none)'!r}; use .html")
-    return write_atomic(path, build_report(run).encode("utf-8"))
+__all__ = ["Samples", "attention_section", "metrics_section", "model_section", "no_model_section", "page"]

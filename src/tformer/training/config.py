@@ -1,0 +1,49 @@
+"""`TrainConfig`: the `train:` section of every recipe, what the loop (`loop.fit`) reads; checked when built."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from tformer.training import distributed as dist
+from tformer.training.optim import OptimConfig
+from tformer.training.schedules import ScheduleConfig
+
+
+@dataclass(kw_only=True)
+class TrainConfig:
+    seed: int = 0
+    max_steps: int = 1000  # optimizer steps
+    time_budget_min: float | None = None  # stop after this many minutes of training, whatever the step
+    accum_steps: int = 1  # micro-batches per optimizer step (per rank under torchrun)
+    label_smoothing: float = 0.1
+    eval_every: int = 500
+    log_every: int = 10
+    save_every: int | None = None  # write `last` every this many steps; None: at each evaluation
+    keep_last: int = 1  # `last` and the keep_last - 1 checkpoints before it (as step-NNNNNNNN/)
+    max_bad_steps: int = 5  # steps in a row with a non-finite loss or gradient before the run stops
+    distributed: str = "ddp"  # under torchrun: "ddp" (a replica per rank) or "fsdp" (fully sharded)
+    device: str = "auto"  # "auto" (a GPU if torch sees one, else the CPU), "cpu", "cuda" or "cuda:N"
+    best_metric: str = "valid_loss"  # chooses the `best` checkpoint; "bleu" and "accuracy" count higher as better
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+
+    def __post_init__(self) -> None:
+        for name in ("max_steps", "accum_steps", "eval_every", "log_every", "keep_last", "max_bad_steps"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"train.{name}={value!r} must be a positive integer")
+        if self.save_every is not None and (not isinstance(self.save_every, int) or self.save_every < 1):
+            raise ValueError(f"train.save_every={self.save_every!r} must be a positive integer or null")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"train.label_smoothing={self.label_smoothing!r} must be in [0, 1)")
+        if self.time_budget_min is not None and not self.time_budget_min > 0:
+            raise ValueError(f"train.time_budget_min={self.time_budget_min!r} must be > 0")
+        if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", str(self.device)):
+            raise ValueError(f"train.device={self.device!r} is not allowed; use auto, cpu, cuda or cuda:N")
+        if self.distributed not in dist.STRATEGIES:
+            allowed = ", ".join(dist.STRATEGIES)
+            raise ValueError(f"train.distributed={self.distributed!r} is not allowed; choose one of {allowed}")
+
+
+__all__ = ["TrainConfig"]

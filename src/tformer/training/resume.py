@@ -1,0 +1,118 @@
+"""What makes a training run resumable: the loop's checkpoints (out_dir/last, out_dir/best, and the
+step-NNNNNNNN/ copies `train.keep_last` keeps), the check that a resumed run trains the same model, and
+restoring the optimizer, schedule, RNG and loop state from out_dir/last (`loop.fit` calls these)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from tformer.config import TransformerConfig
+from tformer.configio import to_dict
+from tformer.training import distributed as dist
+from tformer.training.checkpoint import load_config, read_trainer, save_checkpoint
+from tformer.training.config import TrainConfig
+from tformer.training.rng import rng_states, set_rng_states
+
+
+class Checkpoints:
+    """out_dir/last and out_dir/best for the loop. Every rank calls `save` (FSDP gathers the shards there);
+    rank 0 writes. `last` is written at most once a step; with train.keep_last > 1 the checkpoint it
+    replaces is kept as step-NNNNNNNN/ and the oldest beyond keep_last are deleted."""
+
+    def __init__(self, out_dir: Path, *, model: nn.Module, whole: nn.Module, optimizer: torch.optim.Optimizer,
+                 scheduler: torch.optim.lr_scheduler.LRScheduler, config: TransformerConfig, tokenizer: Any,
+                 train: TrainConfig, world: dist.World, last_step: int | None) -> None:
+        self.out_dir, self.model, self.whole = out_dir, model, whole
+        self.optimizer, self.scheduler = optimizer, scheduler
+        self.config, self.tokenizer, self.train, self.world = config, tokenizer, train, world
+        self.last_step = last_step  # the step `last` holds (None: none written by this run or its predecessor)
+
+    def save(self, name: str, state: dict[str, Any]) -> None:
+        if name == "last" and self.last_step == state["step"]:
+            return  # saved at this step already (an evaluation, then a signal): the same state
+        gathered = dist.full_state(self.model, self.optimizer)
+        ranks_rng = dist.gather_objects(rng_states(), self.world)
+        if self.world.is_main:
+            keep = None
+            if name == "last" and self.train.keep_last > 1 and self.last_step is not None:
+                keep = self.out_dir / f"step-{self.last_step:08d}"
+            save_checkpoint(self.out_dir / name, model=self.whole, config=self.config, optimizer=self.optimizer,
+                            scheduler=self.scheduler, state={**state, "world_rng": ranks_rng},
+                            tokenizer=self.tokenizer, keep_previous_as=keep,
+                            model_state=gathered and gathered[0], optimizer_state=gathered and gathered[1])
+            if name == "last":
+                _prune(self.out_dir, self.train.keep_last - 1)
+        if name == "last":
+            self.last_step = state["step"]
+        dist.barrier(self.world)
+
+
+def check_resumable(out_dir: Path, config: TransformerConfig) -> None:
+    """Refuse to resume out_dir/last with a model config other than the one it was trained with, naming the
+    first field that differs (training settings such as max_steps may change; the model may not)."""
+    last = out_dir / "last"
+    if not last.is_dir():
+        raise ValueError(f"cannot resume: no checkpoint at {last} (train without --resume to start afresh)")
+    saved, _ = load_config(last)
+    if type(saved) is not type(config):
+        raise ValueError(f"cannot resume {last}: it holds a {type(saved).__name__}, the recipe builds a "
+                         f"{type(config).__name__}")
+    old, new = _flatten(to_dict(saved)), _flatten(to_dict(config))
+    for key in sorted(old.keys() | new.keys()):
+        if old.get(key) != new.get(key):
+            raise ValueError(f"cannot resume {last}: model {key} is {old.get(key)!r} in the checkpoint but "
+                             f"{new.get(key)!r} in the recipe; keep the model settings, or start a new out_dir")
+
+
+def _flatten(data: dict, prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def restore(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer,
+             scheduler: torch.optim.lr_scheduler.LRScheduler, train: TrainConfig, world: dist.World) -> dict:
+    """The optimizer, schedule and RNG states from a checkpoint's trainer.pt (the weights are loaded
+    already); returns the loop state. With as many ranks as saved it, each rank gets its own RNG back;
+    with another number, rank 0 gets the saved one and the others a seed derived from it."""
+    trainer = read_trainer(path)
+    dist.load_optimizer_state(model, optimizer, trainer["optimizer"])
+    scheduler.load_state_dict(trainer["scheduler"])
+    state = dict(trainer["state"])
+    ranks_rng = state.pop("world_rng", None) or [trainer["rng"]]
+    if len(ranks_rng) == world.size:
+        set_rng_states(ranks_rng[world.rank])
+    else:
+        set_rng_states(ranks_rng[0])
+        if world.rank > 0:
+            torch.manual_seed(train.seed + 1_000_003 * world.rank + state["step"])
+    return state
+
+
+def set_next_lr(optimizer: torch.optim.Optimizer, scheduler: torch.optim.lr_scheduler.LambdaLR) -> None:
+    """The lr of the next step under this run's settings, not the one the checkpoint computed under its
+    own: a resumed run may have another max_steps or time budget, which a fitted schedule follows. With
+    the same settings it is the same number (LambdaLR's own expression)."""
+    lrs = [base * fn(scheduler.last_epoch) for base, fn in zip(scheduler.base_lrs, scheduler.lr_lambdas, strict=True)]
+    for group, lr in zip(optimizer.param_groups, lrs, strict=True):
+        group["lr"] = lr
+    scheduler._last_lr = lrs
+
+
+def _prune(out_dir: Path, keep: int) -> None:
+    """Delete all but the newest `keep` of out_dir/step-NNNNNNNN/."""
+    old = sorted(out_dir.glob("step-[0-9]*"))
+    for path in old[: max(len(old) - keep, 0)]:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+__all__ = ["Checkpoints", "check_resumable", "restore", "set_next_lr"]
