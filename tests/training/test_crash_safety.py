@@ -13,7 +13,7 @@ import pytest
 
 from tformer.training.checkpoint import load_training_state
 
-SCRIPT = Path(__file__).parents[1] / "benchmarks" / "kill_resume.py"
+SCRIPT = Path(__file__).parents[2] / "benchmarks" / "kill_resume.py"
 spec = importlib.util.spec_from_file_location("kill_resume", SCRIPT)
 kill_resume = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(kill_resume)

@@ -495,7 +495,7 @@ def test_bad_input(case: Case, world: World, tmp_path: Path, capsys: pytest.Capt
 
 def test_every_case_is_in_the_catalogue() -> None:
     assert len({c.id for c in CASES}) == len(CASES) >= 45
-    catalogue = (Path(__file__).parents[1] / "docs" / "errors.md").read_text(encoding="utf-8")
+    catalogue = (Path(__file__).parents[2] / "docs" / "errors.md").read_text(encoding="utf-8")
     assert not [c.id for c in CASES if f"test_bad_input[{c.id}]" not in catalogue]
 
 

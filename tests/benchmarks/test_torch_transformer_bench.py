@@ -11,7 +11,7 @@ import torch
 import tformer
 from tformer.decoding import greedy
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "torch_transformer.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "torch_transformer.py"
 D = 32
 
 

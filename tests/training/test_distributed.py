@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import safetensors.torch
 
-SCRIPT = Path(__file__).parents[1] / "benchmarks" / "kill_resume.py"
+SCRIPT = Path(__file__).parents[2] / "benchmarks" / "kill_resume.py"
 spec = importlib.util.spec_from_file_location("kill_resume", SCRIPT)
 kill_resume = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(kill_resume)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "complexity.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "complexity.py"
 
 
 def load_script() -> types.ModuleType:

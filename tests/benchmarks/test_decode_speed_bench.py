@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-HERE = Path(__file__).resolve().parents[1] / "benchmarks"
+HERE = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def load(name: str) -> types.ModuleType:

@@ -21,7 +21,7 @@ from tformer.tasks import load_checkpoint
 from tformer.tasks.translation import DecodeConfig, translate
 
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "translate_baseline.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "translate_baseline.py"
 D, MAX_LEN = 32, 64
 
 
