@@ -20,7 +20,6 @@ from tformer.interop.hf import from_hf
 from tformer.tasks import load_checkpoint
 from tformer.tasks.translation import DecodeConfig, translate
 
-
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "translate_baseline.py"
 D, MAX_LEN = 32, 64
 

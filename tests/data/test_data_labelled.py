@@ -10,7 +10,6 @@ from tformer.data.labelled import find_vader_archive, load_bbc_topics, load_sent
 from tformer.data.text import load_bbc_text
 
 
-
 def test_bbc_topics_split_sizes_and_labels() -> None:
     sizes = {split: len(load_bbc_topics(split).texts) for split in ("train", "validation", "test")}
     assert sizes == {"train": 1809, "validation": 106, "test": 212}

@@ -81,7 +81,7 @@ def test_each_family_applies_its_initialisation_when_built() -> None:
     assert std(out) == pytest.approx(0.02 / 2, rel=0.05)
     # The paper's translator: Xavier-uniform, so a d x d projection has std b / sqrt(3), b = sqrt(6 / 2d).
     s2s = build_model(preset("transformer-tiny", dict(d_model=128, d_ff=512)))
-    projections = [m.weight for n, m in s2s.named_modules() if isinstance(m, nn.Linear) and m.weight.shape == (128, 128)]
+    projections = [m.weight for m in s2s.modules() if isinstance(m, nn.Linear) and m.weight.shape == (128, 128)]
     assert projections
     assert std(torch.cat([w.flatten() for w in projections])) == pytest.approx(
         math.sqrt(6 / 256) / math.sqrt(3), rel=0.05
