@@ -1,4 +1,9 @@
-"""tformer: the Transformer family end to end, on PyTorch."""
+"""tformer: the Transformer family end to end, on PyTorch.
+
+"The notes", in docstrings here, are the lecture notes on Transformers this library implements: the
+original encoder-decoder, the causal Transformer as an autoregressive density, BERT and GPT, their
+hyperparameters (d, m, k, h, L, n, ...) and the fixes they list for attention's cost.
+"""
 
 from tformer.config import BertConfig, GPTConfig, Seq2SeqConfig, TransformerConfig
 from tformer.interop import from_hf, to_hf

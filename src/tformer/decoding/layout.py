@@ -1,14 +1,12 @@
 """Weight layout for decoding one row at a time on a CPU.
 
 Decoding a single row multiplies each weight matrix by a vector. `nn.Linear` stores its weight as
-(out, in), rows contiguous, and computes x @ W^T; the BLAS on our 2-core AVX2 machine does that product
-1.5x slower than x @ M with M (in, out) contiguous (4.4 ms against 2.8 ms for the 24 matrices of a 6-layer,
-d = 512 GPT, timed in one process); GPT-2's Conv1D stores its weights that way. So while decoding one row
-we keep every linear weight's values, shape and state-dict key but store it as the transpose of a contiguous
-(in, out) matrix (column-major), and put the ordinary layout back afterwards. Batch-1 generation of that
-model in `benchmarks/generate.py` went from 138 to 165 tokens/s. With a few rows the same layout is slower
-(a (4, 512) @ (512, 2048) product: 187 us row-major, 365 us column-major; equal from 32 rows on), so
-`decoding.steps.eval_mode` asks for it only when one row is decoded. On a GPU the layout is left alone.
+(out, in), rows contiguous, and computes x @ W^T; CPU BLAS libraries often do that product markedly slower
+than x @ M with M (in, out) contiguous (GPT-2's Conv1D stores its weights that way). So while decoding one
+row we keep every linear weight's values, shape and state-dict key but store it as the transpose of a
+contiguous (in, out) matrix (column-major), and put the ordinary layout back afterwards. With a few rows the
+same layout is slower, so `decoding.steps.eval_mode` asks for it only when one row is decoded; on a GPU the
+layout is left alone. What it gains is measured by `benchmarks/generate.py` (README, "Speed").
 """
 
 from __future__ import annotations
