@@ -23,7 +23,7 @@ test: $(STAMP) lint
 	OMP_NUM_THREADS=2 $(BIN)/python -m pytest
 
 bench: $(STAMP)
-	OMP_NUM_THREADS=2 $(BIN)/python benchmarks/bench.py
+	OMP_NUM_THREADS=2 $(BIN)/python -m benchmarks.bench
 
 demo: $(STAMP)
 	$(BIN)/tformer demo configs/demo.yaml

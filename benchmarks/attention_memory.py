@@ -1,6 +1,6 @@
 """The longest sequence one exact attention layer handles within a memory cap (4 GiB), and its time.
 
-    python benchmarks/attention_memory.py [--kernels sdpa eager] [--modes forward train] [--d-model 512]
+    python -m benchmarks.attention_memory [--kernels sdpa eager] [--modes forward train] [--d-model 512]
         [--heads 8] [--batch 1] [--start 1024] [--max-n 1048576] [--cap-gib 4] [--budget 10] [--reps 3]
         [--causal] [--device cuda] [--dtype float32] [--out FILE] [--quick]
 
@@ -31,12 +31,8 @@ B batch, n sequence length, d width, H heads.
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import platform
-import statistics
 import sys
-import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -46,12 +42,12 @@ from torch import Tensor, nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from benchmarks.common import DTYPES, Limit, apply_quick, forecast, recent_slope, warm_median, write_json
 from tformer.nn.attention import Attention
 from tformer.nn.kernels.exact import ExactAttention
 
 KERNELS = ("sdpa", "eager")
 MODES = ("forward", "train")
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 QUICK = dict(d_model=64, heads=4, start=64, max_n=256, reps=1, budget=2.0)
 GIB = 2**30
 
@@ -76,9 +72,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="a smoke run: n 64..256, d 64, one repetition")
     args = p.parse_args(argv)
     if args.quick:
-        for key, value in QUICK.items():
-            if getattr(args, key) == p.get_default(key):
-                setattr(args, key, value)
+        apply_quick(p, args, QUICK)
     return args
 
 
@@ -136,16 +130,6 @@ def call(layer: nn.Module, x: Tensor, mode: str, causal: bool) -> Callable[[], N
     return forward if mode == "forward" else train
 
 
-def timed(fn: Callable[[], None], device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter() - start
-
-
 def peak_bytes(fn: Callable[[], None], layer: nn.Module, x: Tensor, device: torch.device) -> int:
     """Bytes one call allocates at its peak beyond what was allocated before it (see the module docstring)."""
     layer.zero_grad(set_to_none=True)
@@ -170,31 +154,13 @@ def measure(kernel: str, mode: str, n: int, args: argparse.Namespace) -> dict:
     x = torch.randn(args.batch, n, args.d_model, device=device, dtype=DTYPES[args.dtype],
                     requires_grad=mode == "train")  # (B, n, d)
     fn = call(layer, x, mode, args.causal)
-    warmup = timed(fn, device)
-    reps = 1 if warmup > args.budget / 2 else args.reps
-    times = [timed(fn, device) for _ in range(reps)]
-    return dict(n=n, time_s=statistics.median(times), times_s=times, warmup_s=warmup,
-                memory_bytes=peak_bytes(fn, layer, x, device))
+    time = warm_median(fn, device, reps=args.reps, budget=args.budget / 2)
+    return dict(n=n, **time, memory_bytes=peak_bytes(fn, layer, x, device))
 
 
-def slope(points: list[dict], key: str) -> float:
-    """The log-log slope of `key` in n over the last two points (2 with fewer), at least 1."""
-    if len(points) < 2 or min(points[-2][key], points[-1][key]) <= 0:
-        return 2.0
-    a, b = points[-2], points[-1]
-    return max(1.0, math.log(b[key] / a[key]) / math.log(b["n"] / a["n"]))
-
-
-def forecast(points: list[dict], n: int, args: argparse.Namespace) -> str | None:
-    """Why n should not be run, from the last points' slopes; None to run it."""
-    if not points:
-        return None
-    last = points[-1]
-    for key, limit, unit, what in (("memory_bytes", args.cap_gib * GIB, GIB, "GiB"), ("time_s", args.budget, 1, "s")):
-        predicted = last[key] * (n / last["n"]) ** slope(points, key)
-        if predicted > limit:
-            return f"n={n} not run: predicted {predicted / unit:.3g} {what} > {limit / unit:.3g} {what}"
-    return None
+def limits(args: argparse.Namespace) -> tuple[Limit, ...]:
+    """A point is not run when it would exceed the memory cap or the time budget."""
+    return Limit("memory_bytes", args.cap_gib * GIB, GIB, "GiB"), Limit("time_s", args.budget, 1, "s")
 
 
 def sweep(kernel: str, mode: str, args: argparse.Namespace) -> dict:
@@ -203,7 +169,7 @@ def sweep(kernel: str, mode: str, args: argparse.Namespace) -> dict:
     points: list[dict] = []
     stop, n = f"reached --max-n={args.max_n}", args.start
     while n <= args.max_n:
-        why = forecast(points, n, args)
+        why = forecast(points, n, "n", limits(args))
         if why:
             stop = why
             break
@@ -226,7 +192,7 @@ def sweep(kernel: str, mode: str, args: argparse.Namespace) -> dict:
     best = within[-1] if within else None
     n_at_cap = None
     if best is not None and best["memory_bytes"] > 0:
-        n_at_cap = best["n"] * (cap / best["memory_bytes"]) ** (1 / slope(within, "memory_bytes"))
+        n_at_cap = best["n"] * (cap / best["memory_bytes"]) ** (1 / recent_slope(within, "memory_bytes", "n"))
     return dict(kernel=kernel, mode=mode, points=points, stop=stop, longest_n=best["n"] if best else None,
                 time_s=best["time_s"] if best else None, memory_bytes=best["memory_bytes"] if best else None,
                 n_at_cap_extrapolated=n_at_cap)
@@ -261,15 +227,13 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"{kernel} {mode}:", file=sys.stderr, flush=True)
             rows.append(sweep(kernel, mode, args))
     print(markdown(rows, args))
-    info = dict(args={k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+    info = dict(args=vars(args),
                 device=torch.cuda.get_device_name(device) if device.type == "cuda" else platform.machine(),
                 torch=torch.__version__, threads=torch.get_num_threads(),
                 memory="cuda max_memory_allocated" if device.type == "cuda" else "live tensor bytes (dispatcher)",
                 results=rows)
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(info, indent=2) + "\n")
-        print(f"\nwrote {args.out}", file=sys.stderr)
+        print(f"\nwrote {write_json(args.out, info)}", file=sys.stderr)
     return info
 
 

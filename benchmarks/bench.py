@@ -1,8 +1,8 @@
 """`make bench`: every speed benchmark in sequence, one results file and one README with the targets.
 
-    python benchmarks/bench.py [--device cuda] [--out-dir docs/bench] [--skip PART ...] [--quick]
+    python -m benchmarks.bench [--device cuda] [--out-dir docs/bench] [--skip PART ...] [--quick]
 
-Parts, run one after the other in this process (each is a script beside this one with a `main(argv)`):
+Parts, run one after the other in this process (each a module of this package with a `main(argv)`):
     machine           fp32 matmul GFLOP/s, copy and mat-vec bandwidth (benchmarks/machine.py)
     train_speed       training tokens/s and MFU against transformers and torch.nn.Transformer
     generate          batch-1 and batch-8 GPT generation against transformers' generate
@@ -25,19 +25,19 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import importlib.util
+import importlib
 import io
 import json
 import sys
 import tempfile
 import traceback
-import types
 from pathlib import Path
 from typing import TextIO
 
 import torch
 
-HERE = Path(__file__).resolve().parent
+from benchmarks import machine
+
 PARTS = ("train_speed", "generate", "translate_speed", "attention_memory")
 QUICK_ARGS = {
     "train_speed": ["--quick"],
@@ -54,17 +54,6 @@ TITLES = {"machine": "Machine limits", "train_speed": "Training speed (benchmark
 # HF attention implementation -> the training speed-up over it we aim for ("HF default" = its eager code).
 TRAIN_THRESHOLDS = {"eager": 1.5, "sdpa": 1.1}
 MFU_TARGET = 0.85
-
-
-def sibling(name: str) -> types.ModuleType:
-    """A script beside this one, by path (benchmarks/ is not a package); registered under its own name so
-    that the scripts' own `sibling` finds the same module."""
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 class Tee(io.TextIOBase):
@@ -88,7 +77,7 @@ def run_part(name: str, argv: list[str], tmp: Path) -> dict:
     print(f"\n== {name} {' '.join(argv)}", file=sys.stderr, flush=True)
     try:
         with contextlib.redirect_stdout(tee):
-            sibling(name).main([*argv, "--out", str(out)])
+            importlib.import_module(f"benchmarks.{name}").main([*argv, "--out", str(out)])
         return dict(json=json.loads(out.read_text()), markdown=tee.copy.getvalue().strip())
     except (Exception, SystemExit) as e:  # one part failing leaves the others to run
         traceback.print_exc()
@@ -206,7 +195,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    machine = sibling("machine")
     size = dict(n=256, mib=8, reps=3) if args.quick else {}
     print("== machine", file=sys.stderr, flush=True)
     info = dict(date=datetime.datetime.now().astimezone().isoformat(timespec="seconds"), quick=args.quick,

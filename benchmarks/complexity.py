@@ -1,6 +1,6 @@
 """The notes' complexity table, measured: time and memory of one layer against sequence length n and width d.
 
-    python benchmarks/complexity.py [--kinds sdpa eager lstm conv windowed sparse lowrank linear lsh ssm]
+    python -m benchmarks.complexity [--kinds sdpa eager lstm conv windowed sparse lowrank linear lsh ssm]
         [--n 256 512 ... 32768] [--d 256] [--d-sweep 64 128 256 512 1024] [--d-n 2048] [--heads 4] [--batch 1]
         [--window 64 --pattern strided --block 64 --summary 4 --rank 128 --buckets 16 --rounds 2 --chunk 64]
         [--state 16 --expand 2 --ssm-conv 4 --kernel-size 3] [--reps 3] [--budget 20] [--mem-cap-gib 8]
@@ -30,8 +30,9 @@ upper half of the points when fewer than two reach it; in d, over the upper half
 Sequential operations: at n = --at-n, the per-token latency of the LSTM generating n tokens one at a time
 (each output fed back as the next input) against one parallel forward over n tokens / n for every kind.
 
-Writes OUT/results.json (every raw point), OUT/table.md (also printed), OUT/time_vs_n.png,
-OUT/memory_vs_n.png and OUT/time_vs_d.png (log-log, reference slopes 1 and 2 dashed). Not run in CI.
+Writes OUT/results.json (every raw point), OUT/table.md (also printed) and the three log-log pictures
+`tformer plot complexity` draws from results.json (`tformer.viz.complexity`: each kind's fitted slope in
+the legend): OUT/complexity-time_vs_n.png, complexity-memory_vs_n.png, complexity-time_vs_d.png. Not run in CI.
 
 B batch, n sequence length, d width.
 """
@@ -43,26 +44,20 @@ import json
 import math
 import os
 import platform
-import statistics
 import sys
 from pathlib import Path
 from typing import NamedTuple
 
-import numpy as np
 import torch
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 from torch import Tensor, nn
 
+from benchmarks.common import Limit, apply_quick, forecast, loglog_slope, median_seconds, warm_median, write_json
 from tformer.config import BertConfig, GPTConfig
 from tformer.models.builders import build_mixer
-
-sys.path.insert(0, str(Path(__file__).parent))
-from machine import seconds  # noqa: E402  (benchmarks/machine.py: wall time of one call, queue drained)
+from tformer.viz.complexity import PLOTS, plot_complexity
+from tformer.viz.figures import save_figure
 
 KINDS = ("sdpa", "eager", "lstm", "conv", "windowed", "sparse", "lowrank", "linear", "lsh", "ssm")
-DEFAULTS = dict(n=[2**i for i in range(8, 16)], d=256, d_sweep=[64, 128, 256, 512, 1024], d_n=2048, reps=3,
-                at_n=4096)
 QUICK = dict(n=[128, 256], d=64, d_sweep=[32, 64], d_n=128, reps=1, at_n=256)
 
 
@@ -91,10 +86,11 @@ CLAIMS = {
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
-    p.add_argument("--n", type=int, nargs="+", help="sequence lengths (default 256 .. 32768; quick: 128 256)")
-    p.add_argument("--d", type=int, help="width of the n sweep (default 256; quick: 64)")
-    p.add_argument("--d-sweep", type=int, nargs="+", help="widths (default 64 .. 1024; quick: 32 64)")
-    p.add_argument("--d-n", type=int, help="sequence length of the d sweep (default 2048; quick: 128)")
+    p.add_argument("--n", type=int, nargs="+", default=[2**i for i in range(8, 16)],
+                   help="sequence lengths (default 256 .. 32768; quick: 128 256)")
+    p.add_argument("--d", type=int, default=256, help="width of the n sweep (quick: 64)")
+    p.add_argument("--d-sweep", type=int, nargs="+", default=[64, 128, 256, 512, 1024], help="widths (quick: 32 64)")
+    p.add_argument("--d-n", type=int, default=2048, help="sequence length of the d sweep (quick: 128)")
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--window", type=int, default=64, help="restricted: r")
@@ -109,21 +105,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--expand", type=int, default=2, help="SSM")
     p.add_argument("--ssm-conv", type=int, default=4, help="SSM: its causal convolution's width")
     p.add_argument("--kernel-size", type=int, default=3, help="convolutional baseline: k")
-    p.add_argument("--reps", type=int, help="timed repetitions per point, after one warm-up (default 3; quick: 1)")
+    p.add_argument("--reps", type=int, default=3, help="timed repetitions per point, after one warm-up (quick: 1)")
     p.add_argument("--budget", type=float, default=20.0, help="seconds one forward+backward may take")
     p.add_argument("--mem-cap-gib", type=float, default=8.0, help="memory (as measured) one point may take")
     p.add_argument("--fit-from", type=int, default=1024, help="fit the n slopes over n >= this")
-    p.add_argument("--at-n", type=int, help="n of the table's time column and the per-token latencies "
-                                            "(default 4096; quick: 256)")
+    p.add_argument("--at-n", type=int, default=4096,
+                   help="n of the table's time column and the per-token latencies (quick: 256)")
     p.add_argument("--threads", type=int, default=os.cpu_count(), help="torch.set_num_threads (default: all cores)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=Path("docs/complexity"))
     p.add_argument("--quick", action="store_true", help="a smoke run: tiny n and d, one repetition")
     args = p.parse_args(argv)
-    for key, value in (QUICK if args.quick else DEFAULTS).items():
-        if getattr(args, key) is None:
-            setattr(args, key, value)
+    if args.quick:
+        apply_quick(p, args, QUICK)
     return args
 
 
@@ -240,31 +235,16 @@ def measure(layer: nn.Module, causal: bool, *, n: int, d: int, args: argparse.Na
     device = torch.device(args.device)
     layer.train()
     x = torch.randn(args.batch, n, d, device=device, requires_grad=True)  # (B, n, d)
-    warmup = seconds(lambda: forward_backward(layer, x, causal), device)
-    reps = 1 if warmup > args.budget else args.reps
-    times = [seconds(lambda: forward_backward(layer, x, causal), device) for _ in range(reps)]
-    memory = peak_bytes(layer, x, causal, device)
-    return dict(time_s=statistics.median(times), times_s=times, warmup_s=warmup, memory_bytes=memory)
+    time = warm_median(lambda: forward_backward(layer, x, causal), device, reps=args.reps, budget=args.budget)
+    return dict(time, memory_bytes=peak_bytes(layer, x, causal, device))
 
 
 # --- sweeps --------------------------------------------------------------------------------------------
 
 
-def forecast(points: list[dict], value: int, axis: str, args: argparse.Namespace) -> str | None:
-    """Why the next point should not be run, from the last two points' slope (2 if there is one point)."""
-    if not points:
-        return None
-    last = points[-1]
-    ratio = value / last[axis]
-    for key, limit, unit, what in (("time_s", 4 * args.budget, 1, "s"),
-                                   ("memory_bytes", args.mem_cap_gib * 2**30, 2**30, "GiB")):
-        slope = 2.0
-        if len(points) >= 2 and points[-2][key] > 0 and last[key] > 0:
-            slope = max(1.0, math.log(last[key] / points[-2][key]) / math.log(last[axis] / points[-2][axis]))
-        predicted = last[key] * ratio**slope
-        if predicted > limit:
-            return f"{axis}={value} not run: predicted {predicted / unit:.3g} {what} > {limit / unit:.3g} {what}"
-    return None
+def limits(args: argparse.Namespace) -> tuple[Limit, ...]:
+    """A point is not run when it would take over 4x the time budget or more than the memory cap."""
+    return Limit("time_s", 4 * args.budget, 1, "s"), Limit("memory_bytes", args.mem_cap_gib * 2**30, 2**30, "GiB")
 
 
 def sweep(kind: str, axis: str, values: list[int], args: argparse.Namespace) -> dict:
@@ -272,7 +252,7 @@ def sweep(kind: str, axis: str, values: list[int], args: argparse.Namespace) -> 
     points, skipped, stop = [], [], None
     for value in sorted(values):
         n, d = (value, args.d) if axis == "n" else (args.d_n, value)
-        stop = forecast(points, value, axis, args)
+        stop = forecast(points, value, axis, limits(args))
         if stop:
             break
         try:
@@ -312,19 +292,11 @@ def per_token(kind: str, args: argparse.Namespace) -> dict:
     out = {"n": n}
     with torch.inference_mode():
         for name, fn in calls.items():
-            fn()  # warm-up
-            out[name + "_per_token"] = statistics.median(seconds(fn, device) for _ in range(args.reps)) / n
+            out[name + "_per_token"] = median_seconds(fn, device, args.reps) / n
     return out
 
 
 # --- fits, table, plots ----------------------------------------------------------------------------------
-
-
-def loglog_slope(xs: list[float], ys: list[float]) -> float:
-    """Least-squares slope of log y on log x: the exponent p of y = c x^p (NaN with fewer than two points)."""
-    if len(xs) < 2:
-        return math.nan
-    return float(np.polyfit(np.log(np.asarray(xs, dtype=float)), np.log(np.asarray(ys, dtype=float)), 1)[0])
 
 
 def fit_window(xs: list[int], fit_from: int | None) -> list[int]:
@@ -392,46 +364,6 @@ def markdown(results: dict, args: argparse.Namespace) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(results: dict, *, axis: str, key: str, ylabel: str, path: Path) -> None:
-    """Log-log, one line per kind, with slopes 1 and 2 dashed through the smallest x's geometric-mean y."""
-    fig = Figure(figsize=(7, 5))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    firsts = []
-    for kind, r in results.items():
-        pts = [p for p in r[axis]["points"] if p[key] > 0]
-        if pts:
-            ax.plot([p[axis] for p in pts], [p[key] for p in pts], marker="o", label=kind)
-            firsts.append((pts[0][axis], pts[0][key]))
-    if firsts:
-        x0 = min(x for x, _ in firsts)
-        y0 = math.exp(statistics.fmean(math.log(y) for x, y in firsts if x == x0))
-        x1 = max(p[axis] for r in results.values() for p in r[axis]["points"])
-        for slope, style in ((1, "--"), (2, ":")):
-            ax.plot([x0, x1], [y0, y0 * (x1 / x0) ** slope], style, color="gray", label=f"∝ {axis}^{slope}")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel(axis)
-    ax.set_ylabel(ylabel)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize="small", ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-
-
-def _clean(x: object) -> object:
-    """NaN -> None, Paths -> str: plain JSON."""
-    if isinstance(x, float) and math.isnan(x):
-        return None
-    if isinstance(x, Path):
-        return str(x)
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_clean(v) for v in x]
-    return x
-
-
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -446,18 +378,17 @@ def main(argv: list[str] | None = None) -> dict:
             results[kind]["per_token"] = per_token(kind, args)
     table = markdown(results, args)
     print(table)
-    args.out.mkdir(parents=True, exist_ok=True)
     device = torch.device(args.device)
     info = dict(args=vars(args), torch=torch.__version__, threads=torch.get_num_threads(),
                 device=torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
                 or platform.machine(),
                 memory=("cuda max_memory_allocated" if device.type == "cuda" else "saved for backward + output"),
                 claims={k: CLAIMS[k]._asdict() for k in results}, results=results)
-    (args.out / "results.json").write_text(json.dumps(_clean(info), indent=2) + "\n")
+    write_json(args.out / "results.json", info)
     (args.out / "table.md").write_text(table)
-    plot(results, axis="n", key="time_s", ylabel="seconds (forward + backward)", path=args.out / "time_vs_n.png")
-    plot(results, axis="n", key="memory_bytes", ylabel="bytes", path=args.out / "memory_vs_n.png")
-    plot(results, axis="d", key="time_s", ylabel="seconds (forward + backward)", path=args.out / "time_vs_d.png")
+    data = json.loads((args.out / "results.json").read_text())  # what `tformer plot complexity` reads
+    for axis, key, stem, what, ylabel in PLOTS:
+        save_figure(plot_complexity(data, axis=axis, key=key, what=what, ylabel=ylabel), args.out / f"{stem}.png")
     print(f"wrote {args.out}", file=sys.stderr)
     return info
 

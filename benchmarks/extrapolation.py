@@ -1,7 +1,7 @@
 """Length extrapolation: the same small character-level GPT trained at context 128 with each position
 scheme, then evaluated on longer blocks of the same validation text.
 
-    python benchmarks/extrapolation.py [--steps 400] [--positions sinusoidal learned rope alibi]
+    python -m benchmarks.extrapolation [--steps 400] [--positions sinusoidal learned rope alibi]
                                        [--lengths 128 256 512 1024] [--eval-chars 32768]
                                        [--runs runs/extrapolation] [--out docs/extrapolation] [--quick]
 
@@ -36,12 +36,9 @@ B batch (blocks), L block length (context), V vocabulary.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import platform
-import shutil
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -49,14 +46,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from benchmarks.lm_sweep import CONFIG, MODEL, each, recipe_with, short_run, train_fresh, write_results
 from tformer.config import POSITION_KINDS
 from tformer.tasks import load_recipe
-from tformer.tasks.lm import LMRecipe, load_split, pack_padded, split_block, token_stream, train_lm
+from tformer.tasks.lm import LMRecipe, load_split, pack_padded, split_block, token_stream
 from tformer.tokenization.hf import load_tokenizer
 from tformer.training.checkpoint import load_model, tokenizer_dir
 
-CONFIG = Path(__file__).resolve().parents[1] / "configs" / "gpt-bible.yaml"
-MODEL = {"d_model": 128, "n_heads": 4, "d_ff": 512, "n_layers": 4}
 TRAIN_BLOCK, BATCH_SIZE, EVAL_TOKENS = 128, 32, 20_000
 BATCH_TOKENS = 8192  # evaluation: blocks per forward = BATCH_TOKENS // L
 
@@ -104,28 +100,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def shared_overrides(config: Path, *, steps: int, max_len: int, quick: bool) -> dict[str, Any]:
-    """Dotted recipe keys -> values, the same for every scheme."""
-    schedule = load_recipe(config).train.schedule
-    warmup = min(round(steps * schedule.warmup / schedule.total_steps), steps - 1)
-    return {
-        "data.block_size": TRAIN_BLOCK,
-        "data.batch_size": 4 if quick else BATCH_SIZE,
-        "data.eval_tokens": 1024 if quick else EVAL_TOKENS,
-        **{f"model.overrides.{k}": v for k, v in MODEL.items()},
-        "model.overrides.max_len": max_len,
-        "train.max_steps": steps,
-        "train.time_budget_min": None,
-        "train.eval_every": steps,  # one evaluation (at context 128), at the end
-        "train.schedule.warmup": warmup,
-        "train.schedule.total_steps": steps,
-        "sample.prompts": [],
-    }
+    """Dotted recipe keys -> values, the same for every scheme: trained at context TRAIN_BLOCK, positions
+    up to `max_len`."""
+    return short_run(config, steps=steps, block=TRAIN_BLOCK, max_len=max_len, batch=4 if quick else BATCH_SIZE,
+                     eval_tokens=1024 if quick else EVAL_TOKENS)
 
 
 def scheme_recipe(kind: str, args: argparse.Namespace) -> LMRecipe:
     values = {**shared_overrides(args.config, steps=args.steps, max_len=max(args.lengths), quick=args.quick),
               **{f"model.overrides.{k}": v for k, v in SCHEMES[kind].items()}, "out_dir": str(args.runs / kind)}
-    return load_recipe(args.config, [f"{key}={json.dumps(value)}" for key, value in values.items()])
+    return recipe_with(args.config, values)
 
 
 def chosen_checkpoint(run: Path) -> Path:
@@ -189,17 +173,9 @@ def run_scheme(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     """Train one scheme from scratch (its run directory replaced), then evaluate it at every length."""
     recipe = scheme_recipe(kind, args)
     run = Path(recipe.out_dir)
-    shutil.rmtree(run, ignore_errors=True)  # a fresh run: no stale checkpoint or log from an earlier one
-    start = time.perf_counter()
-    state = train_lm(recipe, progress=not args.no_progress)
-    train_s = time.perf_counter() - start
+    state, train_s = train_fresh(recipe, progress=not args.no_progress)
     return {"valid_loss_at_train_length": state["metrics"]["valid_loss"], "train_s": train_s, "run": str(run),
             **evaluate_run(run, args)}
-
-
-def error_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return f"{type(e).__name__}: {text.splitlines()[0]}" if text else type(e).__name__
 
 
 # --- report -------------------------------------------------------------------------------------------
@@ -238,25 +214,15 @@ def markdown(rows: list[dict[str, Any]], info: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    rows = []
-    for kind in args.positions:
-        print(f"--- positions: {kind}", file=sys.stderr)
-        try:
-            rows.append({"positions": kind, **run_scheme(kind, args)})
-        except Exception as e:  # one broken scheme must not lose the others' results
-            rows.append({"positions": kind, "error": error_line(e)})
-            print(f"{kind} failed: {rows[-1]['error']}", file=sys.stderr)
-    info = {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+    rows = each(args.positions, lambda kind: run_scheme(kind, args), key="positions")
+    info = {"args": vars(args),
             "steps": args.steps, "lengths": args.lengths, "eval_chars": args.eval_chars,
             "train_block": TRAIN_BLOCK, "model": MODEL,
             "overrides": shared_overrides(args.config, steps=args.steps, max_len=max(args.lengths), quick=args.quick),
             "threads": torch.get_num_threads(), "machine": f"{platform.machine()} CPU", "torch": torch.__version__}
     table = markdown(rows, info)
     print(table)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps({**info, "results": rows}, indent=2) + "\n")
-    (args.out / "table.md").write_text(table + "\n")
-    print(f"\nwrote {args.out / 'results.json'} and {args.out / 'table.md'}", file=sys.stderr)
+    write_results(args.out, info, rows, table)
     return 0 if all("error" not in r for r in rows) else 1
 
 

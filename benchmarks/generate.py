@@ -1,6 +1,6 @@
 """Generation speed: our cached `generate` against Hugging Face `transformers`' `generate` on the same GPT.
 
-    python benchmarks/generate.py [--layers 6 --d-model 512 --heads 8 --vocab 8192] [--batches 1 8]
+    python -m benchmarks.generate [--layers 6 --d-model 512 --heads 8 --vocab 8192] [--batches 1 8]
                                   [--prompt-len 32 --new-tokens 256] [--reps 5] [--device cuda] [--out FILE]
 
 One random GPT-2-shaped model is built here, written with `tformer.to_hf` and read back by
@@ -23,12 +23,10 @@ B batch, P prompt length, N new tokens.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,12 +35,9 @@ import transformers
 from torch import nn
 
 import tformer
+from benchmarks import machine
+from benchmarks.common import DTYPES, alternate, timed, write_json
 from tformer.decoding import generate_greedy
-
-sys.path.insert(0, str(Path(__file__).parent))
-import machine  # noqa: E402  (benchmarks/machine.py)
-
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -63,20 +58,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "is reported apart)")
     p.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     return p.parse_args(argv)
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def timed(fn: Callable[[], list[list[int]]], device: torch.device) -> tuple[float, list[list[int]]]:
-    """(seconds, tokens) of one call, the device's queue drained before and after."""
-    sync(device)
-    start = time.perf_counter()
-    tokens = fn()
-    sync(device)
-    return time.perf_counter() - start, tokens
 
 
 def weight_bytes(model: nn.Module) -> int:
@@ -140,11 +121,7 @@ def measure(args: argparse.Namespace, ours: nn.Module, hf: nn.Module, device: to
         calls = contenders(ours, hf, prompt, args.new_tokens, compiled)
         warm = {name: timed(fn, device) for name, fn in calls.items()}  # warm-up; compiles the compiled one
         outputs = {name: tokens for name, (_, tokens) in warm.items()}
-        times: dict[str, list[float]] = {name: [] for name in calls}
-        for rep in range(args.reps):
-            order = list(calls) if rep % 2 == 0 else list(reversed(calls))
-            for name in order:
-                times[name].append(timed(calls[name], device)[0])
+        times = alternate(calls, device, args.reps)
         for name, seconds in times.items():
             median = statistics.median(seconds)
             rows.append(dict(contender=name, batch=batch, tokens_per_s=batch * args.new_tokens / median,
@@ -175,13 +152,11 @@ def main(argv: list[str] | None = None) -> None:
     rows = measure(args, ours, hf, device)
     print(markdown(rows, bound))
     if args.out is not None:
-        info = dict(args={k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        info = dict(args=vars(args),
                     device=torch.cuda.get_device_name(device) if device.type == "cuda" else platform.machine(),
                     torch=torch.__version__, transformers=transformers.__version__,
                     threads=torch.get_num_threads(), bound=bound, results=rows)
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(info, indent=2) + "\n")
-        print(f"\nwrote {args.out}", file=sys.stderr)
+        print(f"\nwrote {write_json(args.out, info)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Kill a training run with SIGKILL at random steps, resume it each time, and check that the final weights
 are bitwise identical to those of a run never interrupted.
 
-    python benchmarks/kill_resume.py [--kills 20] [--steps 60] [--seed 0] [--out-dir runs/kill_resume]
+    python -m benchmarks.kill_resume [--kills 20] [--steps 60] [--seed 0] [--out-dir runs/kill_resume]
 
 Each run is a real `python -m tformer train` process on a small translation recipe (made up here: a
 synthetic English-German TSV corpus) with train.save_every=1, so a kill loses at most the step in flight.

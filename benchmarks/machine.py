@@ -1,7 +1,7 @@
 """The machine's limits, measured: fp32 matmul throughput and memory bandwidth, so that a benchmark can say
 how close to them a model runs (model-FLOPs utilisation, bandwidth-bound decoding).
 
-    python benchmarks/machine.py [--device cuda] [--threads N] [--n 2048] [--mib 256] [--reps 10]
+    python -m benchmarks.machine [--device cuda] [--threads N] [--n 2048] [--mib 256] [--reps 10]
 
 matmul_gflops   2 n^3 FLOPs of an (n, n) @ (n, n) fp32 product / median time
 bandwidth_gb_s  a large tensor copy: bytes read + bytes written / median time (the STREAM "copy" count)
@@ -10,7 +10,7 @@ matvec_gb_s     an fp32 matrix-vector product: the matrix's bytes / median time 
 describe()      the CPU model, thread count, torch version and device name
 
 Each measurement runs once to warm up, then `reps` times; the median is reported. Importing this module
-measures nothing. Other benchmarks load it by path (benchmarks/ is not a package) and reuse `seconds`.
+measures nothing.
 """
 
 from __future__ import annotations
@@ -18,34 +18,12 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
-
-def sync(device: torch.device) -> None:
-    """Drain the device's queue (CUDA runs asynchronously; the CPU needs nothing)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def seconds(fn: Callable[[], Any], device: torch.device) -> float:
-    """Wall time of one call, the device's queue drained before and after."""
-    sync(device)
-    start = time.perf_counter()
-    fn()
-    sync(device)
-    return time.perf_counter() - start
-
-
-def median_seconds(fn: Callable[[], Any], device: torch.device, reps: int) -> float:
-    """One warm-up call, then the median time of `reps` calls."""
-    fn()
-    return statistics.median(seconds(fn, device) for _ in range(reps))
+from benchmarks.common import median_seconds
 
 
 def matmul_gflops(device: torch.device | str, *, n: int = 2048, reps: int = 10) -> float:

@@ -1,7 +1,7 @@
 """Quality at equal budget: every attention kind as the token mixer of the same small character-level GPT,
 trained on the same text for the same steps; validation loss, bits per character, speed and decoding memory.
 
-    python benchmarks/quality.py [--steps 300] [--variants exact mqa ...] [--runs runs/quality]
+    python -m benchmarks.quality [--steps 300] [--variants exact mqa ...] [--runs runs/quality]
                                  [--out docs/quality] [--quick] [--no-progress]
 
 The recipe is configs/gpt-bible.yaml read by tformer's own loader (`load_recipe`) with key=value overrides,
@@ -42,23 +42,20 @@ import argparse
 import json
 import math
 import platform
-import shutil
 import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
 
+from benchmarks.lm_sweep import CONFIG, MODEL, each, recipe_with, short_run, train_fresh, write_results
 from tformer.config import GPTConfig
 from tformer.tasks import load_recipe
-from tformer.tasks.lm import LMRecipe, train_lm
+from tformer.tasks.lm import LMRecipe
 from tformer.training.checkpoint import load_model
 
-CONFIG = Path(__file__).resolve().parents[1] / "configs" / "gpt-bible.yaml"
-MODEL = {"d_model": 128, "n_heads": 4, "d_ff": 512, "n_layers": 4}
 BLOCK_SIZE, BATCH_SIZE, EVAL_TOKENS = 256, 16, 20_000
 CACHE_POSITIONS = 1024
 
@@ -106,31 +103,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def shared_overrides(config: Path, *, steps: int, quick: bool) -> dict[str, Any]:
-    """Dotted recipe keys -> values, the same for every variant. The warm-up keeps the preset's fraction of
-    its schedule; the cosine decay ends at the last step."""
-    schedule = load_recipe(config).train.schedule
-    warmup = min(round(steps * schedule.warmup / schedule.total_steps), steps - 1)
-    return {
-        "data.block_size": BLOCK_SIZE,
-        "data.batch_size": 4 if quick else BATCH_SIZE,
-        "data.eval_tokens": 1024 if quick else EVAL_TOKENS,
-        **{f"model.overrides.{k}": v for k, v in MODEL.items()},
-        "model.overrides.max_len": BLOCK_SIZE,
-        "train.max_steps": steps,
-        "train.time_budget_min": None,
-        "train.eval_every": steps,  # one evaluation, at the end
-        "train.schedule.warmup": warmup,
-        "train.schedule.total_steps": steps,
-        "sample.prompts": [],
-    }
+    """Dotted recipe keys -> values, the same for every variant."""
+    return short_run(config, steps=steps, block=BLOCK_SIZE, max_len=BLOCK_SIZE, batch=4 if quick else BATCH_SIZE,
+                     eval_tokens=1024 if quick else EVAL_TOKENS)
 
 
 def variant_recipe(name: str, args: argparse.Namespace) -> LMRecipe:
     """The recipe of one variant, through `load_recipe` as `tformer train CONFIG key=value ...` would read it."""
-    values = {**shared_overrides(args.config, steps=args.steps, quick=args.quick),
-              **{f"model.overrides.{k}": v for k, v in VARIANTS[name].overrides.items()},
-              "out_dir": str(args.runs / name)}
-    return load_recipe(args.config, [f"{key}={json.dumps(value)}" for key, value in values.items()])
+    return recipe_with(args.config, {**shared_overrides(args.config, steps=args.steps, quick=args.quick),
+                                     **{f"model.overrides.{k}": v for k, v in VARIANTS[name].overrides.items()},
+                                     "out_dir": str(args.runs / name)})
 
 
 # --- measurements -------------------------------------------------------------------------------------
@@ -177,10 +159,7 @@ def run_variant(name: str, args: argparse.Namespace) -> dict[str, Any]:
     """Train one variant from scratch (its run directory replaced) and measure it."""
     recipe = variant_recipe(name, args)
     run = Path(recipe.out_dir)
-    shutil.rmtree(run, ignore_errors=True)  # a fresh run: no stale checkpoint or log from an earlier one
-    start = time.perf_counter()
-    state = train_lm(recipe, progress=not args.no_progress)
-    wall = time.perf_counter() - start
+    state, wall = train_fresh(recipe, progress=not args.no_progress)
     model, config = load_model(run / "last")
     records = read_metrics(run)
     expected, grows = expected_cache_bytes(config)
@@ -193,11 +172,6 @@ def run_variant(name: str, args: argparse.Namespace) -> dict[str, Any]:
         "cache_bytes": measured, "cache_bytes_expected": expected, "cache_grows": grows,
         "attention": dict(vars(config.attention)), "n_kv_heads": config.n_kv_heads, "run": str(run),
     }
-
-
-def error_line(e: BaseException) -> str:
-    text = str(e).strip()
-    return f"{type(e).__name__}: {text.splitlines()[0]}" if text else type(e).__name__
 
 
 # --- report -------------------------------------------------------------------------------------------
@@ -237,15 +211,8 @@ def markdown(rows: list[dict[str, Any]], info: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    rows = []
-    for name in args.variants:
-        print(f"--- {name}: {VARIANTS[name].label}", file=sys.stderr)
-        try:
-            rows.append({"variant": name, **run_variant(name, args)})
-        except Exception as e:  # one broken kind must not lose the others' results
-            rows.append({"variant": name, "error": error_line(e)})
-            print(f"{name} failed: {rows[-1]['error']}", file=sys.stderr)
-    info = {"args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+    rows = each(args.variants, lambda name: run_variant(name, args), key="variant")
+    info = {"args": vars(args),
             "steps": args.steps, "seed": load_recipe(args.config).train.seed,
             "overrides": shared_overrides(args.config, steps=args.steps, quick=args.quick),
             "model": MODEL, "cache_positions": CACHE_POSITIONS, "threads": torch.get_num_threads(),
@@ -253,10 +220,7 @@ def main(argv: list[str] | None = None) -> int:
             "torch": torch.__version__}
     table = markdown(rows, info)
     print(table)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps({**info, "results": rows}, indent=2, default=str) + "\n")
-    (args.out / "table.md").write_text(table + "\n")
-    print(f"\nwrote {args.out / 'results.json'} and {args.out / 'table.md'}", file=sys.stderr)
+    write_results(args.out, info, rows, table)
     return 0 if all(math.isfinite(r.get("valid_loss", math.nan)) for r in rows) else 1
 
 

@@ -1,7 +1,7 @@
 """Training speed: our GPT, BERT and encoder-decoder against Hugging Face `transformers` and torch.nn.Transformer
 on the same weights, in tokens/s and model-FLOPs utilisation (MFU).
 
-    python benchmarks/train_speed.py [--families gpt bert seq2seq] [--layers 6 --d-model 512 --heads 8
+    python -m benchmarks.train_speed [--families gpt bert seq2seq] [--layers 6 --d-model 512 --heads 8
                                      --d-ff 2048 --vocab 8192] [--reps 5 --steps-per-rep 2 --warmup 2]
                                      [--threads N] [--device cuda] [--quick] [--out FILE]
 
@@ -28,12 +28,9 @@ B batch, T target (or BERT input) length, S source length, V vocabulary.
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import json
 import statistics
 import sys
 import tempfile
-import types
 from collections.abc import Callable
 from pathlib import Path
 
@@ -43,24 +40,16 @@ import transformers
 from torch import Tensor, nn
 
 import tformer
+from benchmarks import machine
+from benchmarks.common import alternate, apply_quick, write_json
+from benchmarks.torch_transformer import TorchBaseline
 from tformer.config import to_dict
 from tformer.models.calc import train_flops_per_token
 
-HERE = Path(__file__).resolve().parent
 SHAPES = {"gpt": (8, 256), "bert": (8, 256), "seq2seq": (16, 64)}  # (B, T); seq2seq: S = T
 QUICK = dict(layers=2, d_model=64, heads=4, d_ff=256, vocab=512, batch=2, seq=32, reps=2, steps_per_rep=1,
              warmup=1)
 NO_DROPOUT = {"embed": 0.0, "attention": 0.0, "residual": 0.0, "activation": 0.0}
-
-
-def sibling(name: str) -> types.ModuleType:
-    """A script beside this one, loaded once by path (benchmarks/ is not a package) and registered under its
-    own name, so that benchmarks/bench.py and this script share one module."""
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
-        sys.modules[name] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[name])
-    return sys.modules[name]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -80,8 +69,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     args = p.parse_args(argv)
     if args.quick:
-        for key, value in QUICK.items():
-            setattr(args, key, value)
+        apply_quick(p, args, QUICK)
     return args
 
 
@@ -167,7 +155,7 @@ def contenders(family: str, config: tformer.config.TransformerConfig,
             return {"tformer": (ours, lambda: bert_loss(*ours(b["x"], segments=b["segments"]), b)),
                     "BertForPreTraining": (hf, hf_bert)}
         hf = transformers.MarianMTModel.from_pretrained(tmp)
-    baseline = sibling("torch_transformer").TorchBaseline(config)
+    baseline = TorchBaseline(config)
     copy_into_torch(ours, baseline)
     mask = torch.ones_like(b["src"])
     return {"tformer": (ours, lambda: lm_loss(ours(b["src"], b["x"]), b)),
@@ -222,13 +210,8 @@ def measure(args: argparse.Namespace, family: str, peak_flops: float) -> dict:
         losses[name] = steps[name]().item()  # the first warm-up step: the loss before any update
         for _ in range(args.warmup - 1):
             steps[name]()
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    machine = sibling("machine")
-    for rep in range(args.reps):
-        order = list(steps) if rep % 2 == 0 else list(reversed(steps))
-        for name in order:
-            times[name].append(machine.seconds(lambda s=steps[name]: [s() for _ in range(args.steps_per_rep)],
-                                               device) / args.steps_per_rep)
+    reps = {name: lambda s=step: [s() for _ in range(args.steps_per_rep)] for name, step in steps.items()}
+    times = {name: [t / args.steps_per_rep for t in ts] for name, ts in alternate(reps, device, args.reps).items()}
     flops = train_flops_per_token(config, seq)
     tokens = batch * seq
     rows = []
@@ -265,7 +248,6 @@ def main(argv: list[str] | None = None) -> dict:
     transformers.logging.disable_progress_bar()
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    machine = sibling("machine")
     size = dict(n=256, mib=8, reps=3) if args.quick else {}
     limits = machine.limits(args.device, **size)
     info = machine.describe(args.device)
@@ -275,12 +257,10 @@ def main(argv: list[str] | None = None) -> dict:
     for family in args.families:
         results.append(measure(args, family, limits["matmul_gflops"] * 1e9))
         print("\n" + markdown(results[-1]), flush=True)
-    report = dict(args={k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, machine=info,
+    report = dict(args=vars(args), machine=info,
                   transformers=transformers.__version__, limits=limits, results=results)
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
-        print(f"\nwrote {args.out}", file=sys.stderr)
+        print(f"\nwrote {write_json(args.out, report)}", file=sys.stderr)
     return report
 
 

@@ -1,7 +1,7 @@
 """The honest baseline: Hugging Face `MarianMTModel` of our run's sizes, trained from scratch as a user
 would, on the same job for the same time; both scored side by side.
 
-    python benchmarks/translate_baseline.py --run runs/demo [--minutes M] [--limit N] [--out-dir DIR]
+    python -m benchmarks.translate_baseline --run runs/demo [--minutes M] [--limit N] [--out-dir DIR]
 
 The same: the data and batches (`TranslationTask` from RUN/recipe.yaml: seed, order, accum_steps), the
 tokenizer (RUN/best/tokenizer, else RUN/last's), the sizes and shape (`marian_config`: width, layers, heads,

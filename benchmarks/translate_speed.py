@@ -1,6 +1,6 @@
 """Translation decoding speed: our `greedy` and `beam_search` against `MarianMTModel.generate` on the same weights.
 
-    python benchmarks/translate_speed.py [--layers 6 --d-model 512 --heads 8 --vocab 8192] [--beam 4]
+    python -m benchmarks.translate_speed [--layers 6 --d-model 512 --heads 8 --vocab 8192] [--beam 4]
         [--batch 32 --src-len 20 --new-tokens 32] [--reps 5] [--init-std 0.3] [--device cuda] [--dtype float32]
         [--out FILE] [--quick]
 
@@ -31,7 +31,6 @@ B batch, S source length, N new tokens, V vocabulary.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -44,11 +43,9 @@ import transformers
 from torch import Tensor, nn
 
 import tformer
+from benchmarks.common import DTYPES, alternate, apply_quick, timed, write_json
 from tformer.config import InitConfig, NormConfig, PositionConfig
 from tformer.decoding import beam_search, greedy
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/ is not a package
-from generate import DTYPES, timed  # noqa: E402  (the same timing as the generation benchmark)
 
 QUICK = dict(layers=1, d_model=64, heads=4, vocab=256, batch=4, src_len=8, new_tokens=6, reps=1)
 NEVER = -1e4  # the output bias of tokens that must not be chosen (end symbol, pad)
@@ -78,9 +75,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="a smoke run: a tiny model, a tiny batch, one repetition")
     args = p.parse_args(argv)
     if args.quick:
-        for key, value in QUICK.items():
-            if getattr(args, key) == p.get_default(key):
-                setattr(args, key, value)
+        apply_quick(p, args, QUICK)
     return args
 
 
@@ -150,10 +145,7 @@ def measure(args: argparse.Namespace, ours: nn.Module, hf: nn.Module, device: to
         a, b = outputs.values()
         same = sum(x == y for x, y in zip(a, b, strict=True)) / len(a)
         lengths = sorted({len(t) for out in outputs.values() for t in out})
-        times: dict[str, list[float]] = {name: [] for name in pair}
-        for rep in range(args.reps):
-            for name in pair if rep % 2 == 0 else reversed(pair):
-                times[name].append(timed(calls[name], device)[0])
+        times = alternate({name: calls[name] for name in pair}, device, args.reps)
         for name, seconds in times.items():
             median = statistics.median(seconds)
             rows.append(dict(search=search, contender=name.split("/")[1], batch=args.batch,
@@ -190,15 +182,13 @@ def main(argv: list[str] | None = None) -> dict:
     rows = measure(args, ours, hf, device)
     attn = str(getattr(hf.config, "_attn_implementation", "default"))
     print(markdown(rows, args, attn))
-    info = dict(args={k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+    info = dict(args=vars(args),
                 device=torch.cuda.get_device_name(device) if device.type == "cuda" else platform.machine(),
                 torch=torch.__version__, transformers=transformers.__version__, threads=torch.get_num_threads(),
                 marian_attention=attn, settings=SETTINGS,
                 results=[{k: v for k, v in r.items() if k != "tokens"} for r in rows])
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(info, indent=2) + "\n")
-        print(f"\nwrote {args.out}", file=sys.stderr)
+        print(f"\nwrote {write_json(args.out, info)}", file=sys.stderr)
     return dict(info, tokens={f"{r['search']}/{r['contender']}": r["tokens"] for r in rows})
 
 

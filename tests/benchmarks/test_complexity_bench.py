@@ -2,33 +2,22 @@
 the exponent of a power law; the forecast stops a sweep before a point that would blow the budget."""
 
 import argparse
-import importlib.util
 import json
 import math
-import types
 from pathlib import Path
 
 import pytest
 import torch
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "complexity.py"
-
-
-def load_script() -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location("complexity", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-complexity = load_script()
+from benchmarks import complexity
+from benchmarks.common import forecast, loglog_slope
 
 
 def test_loglog_slope_of_a_power_law() -> None:
     ns = [256, 512, 1024, 2048, 4096]
-    assert complexity.loglog_slope(ns, [3e-9 * n**2 for n in ns]) == pytest.approx(2.0)
-    assert complexity.loglog_slope(ns, [0.5 * n for n in ns]) == pytest.approx(1.0)
-    assert math.isnan(complexity.loglog_slope([256], [1.0]))
+    assert loglog_slope(ns, [3e-9 * n**2 for n in ns]) == pytest.approx(2.0)
+    assert loglog_slope(ns, [0.5 * n for n in ns]) == pytest.approx(1.0)
+    assert math.isnan(loglog_slope([256], [1.0]))
 
 
 def test_fit_window_large_n_else_upper_half() -> None:
@@ -41,9 +30,9 @@ def test_fit_window_large_n_else_upper_half() -> None:
 def test_forecast_stops_before_a_point_over_budget() -> None:
     args = argparse.Namespace(budget=5.0, mem_cap_gib=1.0)
     points = [dict(n=1024, time_s=1.0, memory_bytes=2**20), dict(n=2048, time_s=4.0, memory_bytes=2**21)]
-    assert complexity.forecast(points, 4096, "n", args) is None  # 16 s predicted, under 4 x 5 s
+    assert forecast(points, 4096, "n", complexity.limits(args)) is None  # 16 s predicted, under 4 x 5 s
     args.budget = 3.0
-    assert "predicted 16 s" in complexity.forecast(points, 4096, "n", args)
+    assert "predicted 16 s" in forecast(points, 4096, "n", complexity.limits(args))
 
 
 @pytest.fixture
@@ -56,7 +45,8 @@ def keep_threads() -> None:
 def test_quick_run_writes_table_plots_and_points(tmp_path: Path, keep_threads: None) -> None:
     kinds = ["sdpa", "lstm", "windowed"]
     complexity.main(["--quick", "--kinds", *kinds, "--out", str(tmp_path)])
-    for name in ("results.json", "table.md", "time_vs_n.png", "memory_vs_n.png", "time_vs_d.png"):
+    for name in ("results.json", "table.md", "complexity-time_vs_n.png", "complexity-memory_vs_n.png",
+                 "complexity-time_vs_d.png"):
         assert (tmp_path / name).stat().st_size > 0
     results = json.loads((tmp_path / "results.json").read_text())["results"]
     assert list(results) == kinds

@@ -2,10 +2,8 @@
 Marian's; the longest n and a memory measure that sees the (n, n) scores), and the targets table's logic on
 made-up numbers."""
 
-import importlib.util
 import io
 import json
-import sys
 import types
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -13,19 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-HERE = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def load(name: str) -> types.ModuleType:
-    if name not in sys.modules:  # registered, as bench.py does, so that the scripts share one copy
-        spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-translate_speed, attention_memory, bench = load("translate_speed"), load("attention_memory"), load("bench")
+from benchmarks import attention_memory, bench, translate_speed
+from benchmarks.common import forecast
 
 
 def quiet(main: types.FunctionType, argv: list[str]) -> dict:
@@ -85,11 +72,11 @@ def test_attention_memory_quick(tmp_path: Path) -> None:
 def test_attention_memory_forecast_stops_before_the_cap_or_budget() -> None:
     args = attention_memory.parse_args(["--cap-gib", "0.75", "--budget", "5"])
     points = [dict(n=1024, time_s=0.1, memory_bytes=2**27), dict(n=2048, time_s=0.4, memory_bytes=2**28)]
-    assert attention_memory.forecast(points, 4096, args) is None  # memory slope 1: 0.5 GiB; time slope 2: 1.6 s
+    assert forecast(points, 4096, "n", attention_memory.limits(args)) is None  # memory 0.5 GiB (slope 1), 1.6 s
     points.append(dict(n=4096, time_s=1.6, memory_bytes=2**29))
-    assert attention_memory.forecast(points, 8192, args) == "n=8192 not run: predicted 1 GiB > 0.75 GiB"
+    assert forecast(points, 8192, "n", attention_memory.limits(args)) == "n=8192 not run: predicted 1 GiB > 0.75 GiB"
     args.cap_gib = 4.0
-    assert attention_memory.forecast(points, 8192, args) == "n=8192 not run: predicted 6.4 s > 5 s"
+    assert forecast(points, 8192, "n", attention_memory.limits(args)) == "n=8192 not run: predicted 6.4 s > 5 s"
 
 
 # --- bench.py targets ---------------------------------------------------------------------------------------

@@ -1,28 +1,14 @@
 """benchmarks/quality.py and benchmarks/extrapolation.py as smoke runs (--quick: 3 steps, a tiny evaluation),
 and the decoding-cache sizes the quality table reports against their closed forms."""
 
-import importlib.util
 import json
 import math
-import types
 from pathlib import Path
 
 import pytest
 
 import tformer
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def load_script(name: str) -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-quality = load_script("quality")
-extrapolation = load_script("extrapolation")
+from benchmarks import extrapolation, quality
 
 
 def tiny_gpt(**overrides: object) -> tuple[object, tformer.GPTConfig]:

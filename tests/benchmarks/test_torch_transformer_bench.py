@@ -1,28 +1,15 @@
 """benchmarks/torch_transformer.py (train_speed.py's nn.Transformer contender): our model's sizes but
 nn.Transformer's final norms, causal decoding that ignores source padding, tformer's greedy without a cache."""
 
-import importlib.util
-import types
-from pathlib import Path
-
 import pytest
 import torch
 
 import tformer
+from benchmarks import torch_transformer as baseline
 from tformer.decoding import greedy
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "torch_transformer.py"
 D = 32
 
-
-def load_script() -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location("torch_transformer", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-baseline = load_script()
 
 def tiny_config(**overrides: object) -> tformer.Seq2SeqConfig:
     return tformer.Seq2SeqConfig(vocab_size=40, d_model=D, n_heads=4, d_ff=64, n_layers=2, n_decoder_layers=1,

@@ -1,28 +1,16 @@
 """benchmarks/train_speed.py and benchmarks/machine.py at tiny scale: every family's contenders train the
 same weights (equal step-0 losses) at a finite, positive speed, and the machine's limits come out positive."""
 
-import importlib.util
 import json
 import math
-import types
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def load_script(name: str) -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-train_speed = load_script("train_speed")
-machine = train_speed.sibling("machine")
+from benchmarks import machine, train_speed
+from benchmarks.common import plain
 
 
 @pytest.fixture
@@ -44,7 +32,7 @@ def test_machine_limits_are_positive(one_thread: None) -> None:
 def test_quick_run_same_losses_and_positive_speeds(tmp_path: Path, one_thread: None) -> None:
     out = tmp_path / "train_speed.json"
     report = train_speed.main(["--quick", "--threads", "1", "--out", str(out)])
-    assert json.loads(out.read_text()) == json.loads(json.dumps(report))
+    assert json.loads(out.read_text()) == plain(report)
     assert all(v > 0 for v in report["limits"].values())
     names = {r["family"]: [row["contender"] for row in r["rows"]] for r in report["results"]}
     assert names == {"gpt": ["tformer", "GPT2LMHeadModel eager", "GPT2LMHeadModel sdpa"],

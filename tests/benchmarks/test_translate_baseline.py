@@ -2,11 +2,9 @@
 length limits, and the script trains it on a tformer run's job and compares both."""
 
 import dataclasses
-import importlib.util
 import json
 import math
 import random
-import types
 from pathlib import Path
 
 import pytest
@@ -15,23 +13,13 @@ import transformers
 import yaml
 
 import tformer
+from benchmarks import translate_baseline as baseline
 from tformer.cli import main as tformer_main
 from tformer.interop.hf import from_hf
 from tformer.tasks import load_checkpoint
 from tformer.tasks.translation import DecodeConfig, translate
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "translate_baseline.py"
 D, MAX_LEN = 32, 64
-
-
-def load_script() -> types.ModuleType:
-    spec = importlib.util.spec_from_file_location("translate_baseline", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-baseline = load_script()
 
 WORDS = "the a house cat dog sees big small red blue runs sleeps".split()
 GERMAN = dict(zip(WORDS, "der ein Haus Katze Hund sieht gross klein rot blau rennt schlaeft".split(), strict=True))
