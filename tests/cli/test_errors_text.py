@@ -28,6 +28,12 @@ def piped(c: Ctx, data: bytes, argv: list[str]) -> list[str]:
     return argv
 
 
+def closed_stdin(c: Ctx, argv: list[str]) -> list[str]:
+    """Run with stdin closed (`<&-`): Python's sys.stdin is None."""
+    c.monkeypatch.setattr(sys, "stdin", None)
+    return argv
+
+
 def classify(c: Ctx, *args: str) -> list[str]:
     return ["classify", "--checkpoint", str(c.w.clf), *args]
 
@@ -65,6 +71,8 @@ CASES = [
          ("stdin is not UTF-8 (byte 7): 0xe9 in line 1",)),
     Case("score-file-not-utf8", lambda c: ["score", "--checkpoint", str(c.w.gpt), c.file("s.txt", NOT_UTF8)],
          ("input file {tmp}/s.txt is not UTF-8 (byte 8): 0xff in line 1",)),
+    Case("translate-stdin-closed", lambda c: closed_stdin(c, translate(c)),
+         ("there is no stdin to read; give --input FILE",)),
     Case("translate-input-is-a-directory", lambda c: translate(c, "--input", str(c.tmp)),
          ("input file {tmp} is a directory",)),
     # case 3: a line longer than the model's context is refused (or cut with --truncate), never cut silently

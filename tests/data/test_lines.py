@@ -48,7 +48,11 @@ def test_a_bad_byte_is_named_with_its_line(tmp_path: Path, monkeypatch: pytest.M
         read_lines(None)
 
 
-def test_a_missing_file_and_the_names_of_sources(tmp_path: Path) -> None:
+def test_a_missing_file_a_closed_stdin_and_the_names_of_sources(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdin", None)
+    with pytest.raises(ValueError, match="there is no stdin to read; give --input FILE"):
+        read_lines(None)
     with pytest.raises(ValueError, match="does not exist"):
         read_lines(tmp_path / "none.txt")
     assert source_name(None) == source_name("-") == "stdin" and source_name("a.txt") == "a.txt"

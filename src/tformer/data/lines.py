@@ -33,6 +33,8 @@ def read_lines(path: str | os.PathLike | None) -> list[str]:
     line ends (see the module docstring). A UTF-8 byte-order mark at the start is dropped."""
     name = source_name(path)
     if name == STDIN:
+        if sys.stdin is None:  # started with stdin closed (`<&-`)
+            raise ValueError("there is no stdin to read; give --input FILE")
         raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8")
         what = STDIN
     else:
