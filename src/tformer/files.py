@@ -1,8 +1,10 @@
 """Writing files and directories so that they are never seen half-written: the package's one atomic writer.
 
     write_atomic(path, data)    one file: a temporary file beside it, flushed to disk, renamed over it (a
-                                rename within one directory is atomic); translations, recipes, logs
-                                trimmed on resume, pictures, reports
+                                rename within one directory is atomic); recipes, logs trimmed on resume
+    write_output(path, data)    a file the user named (`--output`, `--out`): write_atomic for a regular file
+                                (through a symbolic link, to its target), written in place for a FIFO, a
+                                device or a pipe (`--output >(cmd)`); translations, pictures, reports
     atomic_directory(path)      a whole directory: written into a hidden sibling, every file and directory
                                 in it fsync'd, then swapped into place; checkpoints (`training.checkpoint`)
                                 and the Hugging Face export (`interop.hf`)
@@ -14,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -21,10 +24,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
-def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
-    """Write `data` (text as UTF-8) to `path`, creating its directory; returns the path. On any failure the
-    temporary file is removed and the exception (an OSError for a full disk or no permission) goes on,
-    with whatever was at `path` before left as it was."""
+def write_atomic(path: str | os.PathLike, data: str | bytes, *, mode: int | None = None) -> Path:
+    """Write `data` (text as UTF-8) to `path`, creating its directory; returns the path. The file gets the
+    permission bits `mode` (None: those of an ordinary new file). On any failure the temporary file is
+    removed and the exception (an OSError for a full disk or no permission) goes on, with whatever was at
+    `path` before left as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
@@ -35,12 +39,41 @@ def write_atomic(path: str | os.PathLike, data: str | bytes) -> Path:
             os.fsync(f.fileno())
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # the permissions of an ordinary new file, not mkstemp's 0600
+        os.chmod(tmp, 0o666 & ~umask if mode is None else mode)  # not mkstemp's 0600
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def write_output(path: str | os.PathLike, data: str | bytes) -> Path:
+    """Write `data` (text as UTF-8) to the file a user named, respecting what is there; returns the path.
+
+    A FIFO, a character device (/dev/null, a terminal) or a pipe named /dev/fd/N (bash's `>(cmd)`) is
+    opened and written in place: there is nothing to rename, and a reader waits on that very file. A
+    symbolic link stays a link: its target is written. A regular file (or a new one) is written with
+    `write_atomic`, keeping an existing file's permission bits, so it is never seen half-written (a hard
+    link to the old file keeps the old text)."""
+    path = Path(path)
+    if is_special_file(path):
+        with open(path, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        return path
+    mode = stat.S_IMODE(os.stat(path).st_mode) if path.exists() else None
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    write_atomic(target, data, mode=mode)
+    return path
+
+
+def is_special_file(path: str | os.PathLike) -> bool:
+    """Whether `path` is (or links to) something `write_output` writes in place: not a regular file, not
+    a directory, and there."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
 @contextmanager
@@ -131,4 +164,5 @@ def sha256(file: Path) -> str:
     return digest.hexdigest()
 
 
-__all__ = ["atomic_directory", "fsync_dir", "fsync_tree", "sha256", "write_atomic"]
+__all__ = ["atomic_directory", "fsync_dir", "fsync_tree", "is_special_file", "sha256", "write_atomic",
+           "write_output"]

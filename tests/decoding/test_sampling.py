@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from tformer.decoding import apply_temperature, sample_next, top_k_filter, top_p_filter
+from tformer.decoding.sampling import check_sampling
 
 
 def kept(logits: Tensor) -> list[set[int]]:
@@ -111,3 +112,14 @@ def test_same_seed_same_samples_different_seeds_differ() -> None:
 def test_bad_options_name_the_value(options: dict, name: str) -> None:
     with pytest.raises(ValueError, match=name):
         sample_next(torch.randn(1, 5), **options)
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"temperature": float("nan")}, "temperature=nan must be a finite number >= 0"),
+    ({"temperature": float("inf")}, "temperature=inf must be a finite number >= 0"),
+    ({"temperature": 1.0, "seed": 2**64}, r"seed=18446744073709551616 does not fit 64 bits"),
+])
+def test_check_sampling_refuses_non_finite_and_overflowing_values(options: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        check_sampling(**{"top_k": None, "top_p": None, **options})
+    check_sampling(temperature=0.5, top_k=None, top_p=None, seed=2**64 - 1)

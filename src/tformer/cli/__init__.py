@@ -1,12 +1,12 @@
 """The `tformer` command.
 
     tformer train CONFIG.yaml [key=value ...] [--resume]
-    tformer translate --checkpoint DIR [--input F] [--output F] [--beam N] [--lenpen X]
+    tformer translate --checkpoint DIR [--input F] [--output F] [--truncate] [--beam N] [--lenpen X]
     tformer evaluate --checkpoint DIR [--split test] [--beam N] [--lenpen X]
     tformer demo CONFIG.yaml [key=value ...]
     tformer generate --checkpoint DIR --prompt TEXT [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P]
     tformer score --checkpoint DIR FILE [--per-token]
-    tformer classify --checkpoint DIR [--input F] [--top N]
+    tformer classify --checkpoint DIR [--input F] [--top N] [--truncate]
     tformer convert --from-hf DIR --out DIR   |   tformer convert --to-hf CHECKPOINT --out DIR
     tformer plot attention --checkpoint DIR --text TEXT [--target TEXT] [--part P] [--layer L] [--head H] [--out F]
     tformer plot positions [--max-len N] [--d-model D] [--heads H] [--out-dir DIR] [--format png|svg]
@@ -20,6 +20,8 @@ checks): `train` (train), `translate` (translate, evaluate, demo), `lm` (generat
 `convert`, `viz` (plot, report). The library is imported inside each command, so `--help` stays quick.
 
 A user error (bad config, bad file, bad value) prints one line `tformer: error: ...` and exits with 2.
+Numbers and text arguments are typed by `cli.options` (finite, within range, valid UTF-8), so a bad one is
+refused while the arguments are parsed, before anything loads or prints.
 """
 
 from __future__ import annotations

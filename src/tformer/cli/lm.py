@@ -14,16 +14,18 @@ import argparse
 import math
 import sys
 
+from tformer.cli import options
+
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("generate", help="continue a prompt with a decoder-only model, streaming tokens")
     p.add_argument("--checkpoint", required=True)
-    p.add_argument("--prompt", required=True)
-    p.add_argument("--max-new-tokens", type=int, default=200)
-    p.add_argument("--temperature", type=float, default=1.0, help="0 = greedy")
-    p.add_argument("--top-k", type=int, default=None)
-    p.add_argument("--top-p", type=float, default=None)
-    p.add_argument("--seed", type=int, default=None, help="makes sampling reproducible")
+    p.add_argument("--prompt", required=True, type=options.text)
+    p.add_argument("--max-new-tokens", type=options.integer(), default=200)
+    p.add_argument("--temperature", type=options.real(), default=1.0, help="0 = greedy")
+    p.add_argument("--top-k", type=options.integer(), default=None)
+    p.add_argument("--top-p", type=options.real(), default=None)
+    p.add_argument("--seed", type=options.SEED, default=None, help="makes sampling reproducible (0 .. 2**64 - 1)")
     p.add_argument("--no-stop", action="store_true", help="do not stop at the end-of-text token")
     p.set_defaults(run=cmd_generate)
 
@@ -41,7 +43,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     if args.max_new_tokens < 0:
         raise ValueError(f"--max-new-tokens={args.max_new_tokens} must be >= 0")
-    check_sampling(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)  # before the slow load
+    check_sampling(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)  # before the load
     model, _, tokenizer = load_checkpoint(args.checkpoint, command="generate")
 
     def show(text: str) -> None:
@@ -60,14 +62,16 @@ def cmd_score(args: argparse.Namespace) -> int:
     from tformer.tasks.scoring import read_scored_lines, score_lines, score_pairs, token_scores
 
     model, config, tokenizer = load_checkpoint(args.checkpoint, command="score")
-    lines = read_scored_lines(args.file)
+    numbered = read_scored_lines(args.file)  # {line number in the file: line}, the empty lines left out
+    numbers, lines = list(numbered), list(numbered.values())
     if isinstance(config, Seq2SeqConfig):
-        for i, value in enumerate(score_pairs(model, tokenizer, lines, where=args.file), 1):
+        for i, value in zip(numbers, score_pairs(model, tokenizer, lines, where=args.file, numbers=numbers),
+                            strict=True):
             print(f"{i}\tlog p(target | source) = {value:.4f}")
         return 0
     results = score_lines(model, tokenizer, lines)
     print("line\tlog_likelihood\ttokens\tperplexity\tbits_per_char\tbits_per_byte")
-    for i, (line, r) in enumerate(zip(lines, results, strict=True), 1):
+    for i, line, r in zip(numbers, lines, results, strict=True):
         print(f"{i}\t{r.log_prob:.4f}\t{r.n_tokens}\t{r.perplexity:.3f}\t{r.bits_per_char:.4f}\t{r.bits_per_byte:.4f}")
         if args.per_token:
             for token, lp in token_scores(tokenizer, line, r):

@@ -1,11 +1,14 @@
 """Translation commands:
 
-    tformer translate --checkpoint DIR [--input F] [--output F] [--beam N] [--lenpen X] [--batch-size N]
+    tformer translate --checkpoint DIR [--input F] [--output F] [--truncate] [--beam N] [--lenpen X]
+                      [--batch-size N]
     tformer evaluate --checkpoint DIR [--split test] [--limit N] [--beam N] [--lenpen X] [--batch-size N]
     tformer demo CONFIG.yaml [key=value ...]
 
 Decoding settings not given come from the run's recipe.yaml beside the checkpoint
-(`tasks.translation.run_recipe`), else the defaults.
+(`tasks.translation.run_recipe`), else the defaults. Input is read by `data.lines.read_lines` (one sentence a
+line, split at "\n" only) and the translations written one a line by `files.write_output`, which writes a
+FIFO, a pipe (`--output >(cmd)`) or a symbolic link's target in place and a regular file atomically.
 """
 
 from __future__ import annotations
@@ -15,19 +18,23 @@ import sys
 import time
 from pathlib import Path
 
+from tformer.cli import options
+
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("translate", help="translate lines (stdin to stdout, or files)")
     p.add_argument("--checkpoint", required=True)
-    p.add_argument("--input", help="file of source sentences, one a line (default: stdin)")
-    p.add_argument("--output", help="file for the translations (default: stdout)")
+    p.add_argument("--input", help="file of source sentences, one a line (default, or -: stdin)")
+    p.add_argument("--output", help="file for the translations, one a line (default: stdout)")
+    p.add_argument("--truncate", action="store_true",
+                   help="translate the first max_len tokens of a longer sentence (default: refuse it)")
     add_decode_args(p)
     p.set_defaults(run=cmd_translate)
 
     p = sub.add_parser("evaluate", help="translate a split and print sacrebleu BLEU and chrF")
     p.add_argument("--checkpoint", required=True)
     p.add_argument("--split", default="test", choices=("train", "valid", "test"))
-    p.add_argument("--limit", type=int, default=None, help="score only the first N sentences")
+    p.add_argument("--limit", type=options.integer(), default=None, help="score only the first N sentences")
     add_decode_args(p)
     p.set_defaults(run=cmd_evaluate)
 
@@ -38,9 +45,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def add_decode_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--beam", type=int, default=None, help="beam size (1 = greedy); default: the recipe's")
-    p.add_argument("--lenpen", type=float, default=None, help="length penalty exponent")
-    p.add_argument("--batch-size", type=int, default=None, help="sentences per decoding batch")
+    p.add_argument("--beam", type=options.integer(), default=None, help="beam size (1 = greedy); default: the recipe's")
+    p.add_argument("--lenpen", type=options.real(), default=None, help="length penalty exponent (a finite number)")
+    p.add_argument("--batch-size", type=options.integer(), default=None, help="sentences per decoding batch")
 
 
 def decode_args(args: argparse.Namespace) -> dict:
@@ -48,8 +55,8 @@ def decode_args(args: argparse.Namespace) -> dict:
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
-    from tformer.data.lines import check_writable, read_lines
-    from tformer.files import write_atomic
+    from tformer.data.lines import check_writable, format_lines, read_lines, source_name
+    from tformer.files import write_output
     from tformer.tasks.base import load_checkpoint
     from tformer.tasks.translation import decode_config, run_recipe, translate
 
@@ -57,9 +64,11 @@ def cmd_translate(args: argparse.Namespace) -> int:
         check_writable(args.output, what="--output")
     decode = decode_config(run_recipe(args.checkpoint), **decode_args(args))
     model, _, tokenizer = load_checkpoint(args.checkpoint, command="translate")
-    text = "".join(h + "\n" for h in translate(model, tokenizer, read_lines(args.input), decode))
+    hyps = translate(model, tokenizer, read_lines(args.input), decode, truncate=args.truncate,
+                     where=source_name(args.input))
+    text = format_lines(hyps)
     if args.output:
-        write_atomic(Path(args.output), text)
+        write_output(args.output, text)
     else:
         sys.stdout.write(text)
     return 0

@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tformer.cli import options
+
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register `plot` (with attention, positions, curves, complexity) and `report` on the `tformer` parser."""
@@ -24,18 +26,19 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
     p = plots.add_parser("attention", help="attention weights of every layer and head for one text")
     p.add_argument("--checkpoint", required=True)
-    p.add_argument("--text", required=True, help="the input (an encoder-decoder's source sentence)")
-    p.add_argument("--target", help="encoder-decoder: the target sentence (default: the model's greedy translation)")
+    p.add_argument("--text", required=True, type=options.text, help="the input (an encoder-decoder's source sentence)")
+    p.add_argument("--target", type=options.text,
+                   help="encoder-decoder: the target sentence (default: the model's greedy translation)")
     p.add_argument("--part", help="only this attention: encoder, decoder or cross (default: all the model has)")
-    p.add_argument("--layer", type=int, help="only this layer (0-based)")
-    p.add_argument("--head", type=int, help="only this head (0-based)")
+    p.add_argument("--layer", type=options.integer(), help="only this layer (0-based)")
+    p.add_argument("--head", type=options.integer(), help="only this head (0-based)")
     p.add_argument("--out", default="attention.png", help="output .png or .svg (default: attention.png)")
     p.set_defaults(run=cmd_attention)
 
     p = plots.add_parser("positions", help="sinusoidal table and similarity, RoPE scores, ALiBi biases")
-    p.add_argument("--max-len", type=int, default=128, help="positions n (default 128)")
-    p.add_argument("--d-model", type=int, default=128, help="width of the sinusoids and of the RoPE head")
-    p.add_argument("--heads", type=int, default=8, help="ALiBi heads (default 8)")
+    p.add_argument("--max-len", type=options.integer(), default=128, help="positions n (default 128)")
+    p.add_argument("--d-model", type=options.integer(), default=128, help="width of the sinusoids and of the RoPE head")
+    p.add_argument("--heads", type=options.integer(), default=8, help="ALiBi heads (default 8)")
     add_out_dir(p)
     p.set_defaults(run=cmd_positions)
 

@@ -1,37 +1,108 @@
 """User text, one item a line: the one reader of a file (or stdin) of sentences to translate, texts to
-classify, lines to score; and the check, made before a long job starts, that the file its results go to
-can be written. Both fail with a ValueError of one line naming the file and what is wrong."""
+classify, lines to score; the one check of a line against a model's context; the one writer of results one a
+line; and the check, made before a long job starts, that the file results go to can be written. Each fails
+with a ValueError of one line naming the file (or stdin), the line and what is wrong.
+
+One line in, one line out: a line ends at "\\n" (a "\\r" before it, a Windows line end, is dropped), and at
+nothing else. `str.splitlines` would also split at U+2028, U+2029, U+0085, form feed, vertical tab and the
+separators \\x1c-\\x1e, which appear inside real sentences (PDF extractions, old Mac text), so 3 lines in would
+give 6 out. stdin is read as bytes and decoded here, as a file is, so a byte that is not UTF-8 gets the same
+message from both, whatever the locale.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+
+from tformer.files import is_special_file
+
+STDIN = "stdin"
+TRUNCATE_NOTE = "; shorten it, or cut it to the context on purpose (--truncate; truncate=True)"
+
+
+def source_name(path: str | os.PathLike | None) -> str:
+    """How messages name the input: "stdin" for None or "-", else the path."""
+    return STDIN if path is None or str(path) == "-" else str(path)
 
 
 def read_lines(path: str | os.PathLike | None) -> list[str]:
-    """The lines of a UTF-8 file without their line ends, or of stdin when `path` is None."""
-    if path is None:
-        return [line.rstrip("\n") for line in sys.stdin]
+    """The lines of UTF-8 text from the file `path`, or from stdin when it is None or "-", without their
+    line ends (see the module docstring). A UTF-8 byte-order mark at the start is dropped."""
+    name = source_name(path)
+    if name == STDIN:
+        if sys.stdin is None:  # started with stdin closed (`<&-`)
+            raise ValueError("there is no stdin to read; give --input FILE")
+        raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8")
+        what = STDIN
+    else:
+        try:
+            raw = Path(path).read_bytes()
+        except FileNotFoundError:
+            raise ValueError(f"input file {path} does not exist") from None
+        except IsADirectoryError:
+            raise ValueError(f"input file {path} is a directory; give a file of text, one item a line") from None
+        what = f"input file {path}"
+    return split_lines(decode_utf8(raw, what=what))
+
+
+def decode_utf8(raw: bytes, *, what: str) -> str:
+    """`raw` as UTF-8 text (a leading byte-order mark dropped); a ValueError naming `what`, the offset of the
+    first bad byte (0-based, as Python counts), its value and its line."""
     try:
-        return Path(path).read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise ValueError(f"input file {path} does not exist") from None
+        return raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as e:
-        raise ValueError(f"input file {path} is not UTF-8 (byte {e.start})") from None
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise ValueError(f"{what} is not UTF-8 (byte {e.start}): {raw[e.start]:#04x} in line {line}") from None
+
+
+def split_lines(text: str) -> list[str]:
+    """`text` cut at "\\n" only (and "\\r\\n"); a last line without its "\\n" counts, an empty text has none."""
+    if not text:
+        return []
+    lines = text.split("\n")
+    if lines[-1] == "":  # the "\n" that ends the last line
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def format_lines(items: Iterable[str]) -> str:
+    """One result a line, each ended by "\\n"; a line end inside a result ("\\n", "\\r", which a decoded
+    translation can hold) becomes a space, so that line i of the output always answers line i of the input."""
+    return "".join(item.replace("\r\n", " ").replace("\n", " ").replace("\r", " ") + "\n" for item in items)
+
+
+def check_line_lengths(lengths: Iterable[int], *, limit: int, max_len: int, where: str, note: str = "") -> None:
+    """A ValueError naming the first line (1-based, of `where`) of more than `limit` tokens (what the model's
+    context `max_len` leaves for text): refused, not cut silently, so that no answer is about a text other
+    than the one given. `note` ends the message: how to cut lines on purpose, e.g. "; shorten it or pass
+    --truncate"."""
+    room = f"max_len={max_len}" if limit == max_len else f"max_len={max_len}, which leaves {limit} for text"
+    for number, n in enumerate(lengths, 1):
+        if n > limit:
+            raise ValueError(f"{where}:{number}: the line is {n} tokens, longer than the model's context {room}{note}")
 
 
 def check_writable(path: str | os.PathLike, *, what: str) -> None:
     """A ValueError unless a file can be written at `path` (named `what` in the message, e.g. "--output"):
-    not a directory, and the closest existing ancestor a directory this process may write in."""
+    a FIFO, device or pipe (`>(cmd)`) this process may open for writing; else, following a symbolic link to
+    its target, not a directory, and the closest existing ancestor a directory this process may write in."""
     path = Path(path)
-    nearest = next(p for p in path.parents if p.exists())  # the closest existing ancestor
+    if is_special_file(path):
+        if not os.access(path, os.W_OK):
+            raise ValueError(f"{what} {path} is not writable")
+        return
     if path.is_dir():
         raise ValueError(f"{what} {path} is a directory; give a file path")
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    nearest = next(p for p in target.parents if p.exists())  # the closest existing ancestor
     if not nearest.is_dir():
         raise ValueError(f"{what} {path}: {nearest} is a file; give a file path in a directory")
     if not os.access(nearest, os.W_OK):
         raise ValueError(f"{what} {path}: directory {nearest} is not writable")
 
 
-__all__ = ["check_writable", "read_lines"]
+__all__ = ["STDIN", "TRUNCATE_NOTE", "check_line_lengths", "check_writable", "decode_utf8", "format_lines",
+           "read_lines", "source_name", "split_lines"]

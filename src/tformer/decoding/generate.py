@@ -78,7 +78,7 @@ def generate(model: nn.Module, prompts: Sequence[Sequence[int]], *, max_new_toke
     as it is produced, e.g. to stream text to a terminal. The model runs in eval mode and gets its mode
     back afterwards."""
     check_prompts(prompts, max_new_tokens=max_new_tokens, max_len=model.config.max_len)
-    check_sampling(temperature=temperature, top_k=top_k, top_p=top_p)
+    check_sampling(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
     out: list[list[int]] = [[] for _ in prompts]
     if max_new_tokens == 0:
         return out

@@ -14,6 +14,8 @@ B batch (rows), V vocabulary.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -21,14 +23,18 @@ from torch import Tensor
 MASS_TOLERANCE = 1e-6
 
 
-def check_sampling(*, temperature: float, top_k: int | None, top_p: float | None) -> None:
-    """A ValueError naming the first option out of its range."""
+def check_sampling(*, temperature: float, top_k: int | None, top_p: float | None, seed: int | None = None) -> None:
+    """A ValueError naming the first option out of its range (nan and inf are out of every range)."""
+    if not math.isfinite(temperature):
+        raise ValueError(f"temperature={temperature} must be a finite number >= 0 (0 = greedy)")
     if temperature < 0:
         raise ValueError(f"temperature={temperature} must be >= 0 (0 = greedy)")
     if top_k is not None and top_k < 1:
         raise ValueError(f"top_k={top_k} must be >= 1 (None = no top-k filter)")
     if top_p is not None and not 0 < top_p <= 1:
         raise ValueError(f"top_p={top_p} must be in (0, 1] (None = no nucleus filter)")
+    if seed is not None and not -(2**63) <= seed < 2**64:  # what torch.Generator.manual_seed takes
+        raise ValueError(f"seed={seed} does not fit 64 bits; give an integer in [0, 2**64 - 1]")
 
 
 def apply_temperature(logits: Tensor, temperature: float) -> Tensor:

@@ -6,7 +6,8 @@ text), or fine-tuning a pretrained encoder, `model.init_from`: a tformer pretrai
 the encoder's config and tokenizer, adds a fresh classification head, and trains everything.
 
 Data (`tformer.data.labelled`): "bbc" topics, "sentiment" (the VADER movie-review snippets), or your TSV /
-JSONL files. Texts longer than the context keep their first max_len - 2 pieces. The best checkpoint (by
+JSONL files. Training texts longer than the context keep their first max_len - 2 pieces; a text to
+classify that is longer is refused unless truncation is asked for (`classify(truncate=True)`). The best checkpoint (by
 validation accuracy) is scored on the test split at the end: out_dir/test.json.
 
 B batch, T length, C classes.
@@ -28,6 +29,7 @@ from torch import Tensor, nn
 from tformer.config import BertConfig
 from tformer.data.device import device_of, to_device
 from tformer.data.labelled import Labelled, load_bbc_topics, load_sentiment, read_labelled
+from tformer.data.lines import TRUNCATE_NOTE, check_line_lengths
 from tformer.data.nsp import length_batches
 from tformer.data.padding import pad, valid_mask
 from tformer.models.bert import BertClassifier
@@ -108,9 +110,14 @@ class ClassBatch(NamedTuple):
     labels: Tensor  # (B,)
 
 
-def encode_texts(tokenizer: Any, texts: list[str], max_len: int) -> list[list[int]]:
-    """[CLS] pieces [SEP] per text, the pieces cut to max_len - 2."""
-    return [[tokenizer.bos_id, *ids[: max_len - 2], tokenizer.eos_id] for ids in tokenizer.encode_batch(texts)]
+def encode_texts(tokenizer: Any, texts: list[str], max_len: int, *, truncate: bool = True,
+                 where: str = "input") -> list[list[int]]:
+    """[CLS] pieces [SEP] per text, the pieces cut to max_len - 2 (training data); without `truncate`, a
+    text of more pieces is refused with a ValueError naming its line of `where` (user text to classify)."""
+    pieces = tokenizer.encode_batch(texts)
+    if not truncate:
+        check_line_lengths(map(len, pieces), limit=max_len - 2, max_len=max_len, where=where, note=TRUNCATE_NOTE)
+    return [[tokenizer.bos_id, *ids[: max_len - 2], tokenizer.eos_id] for ids in pieces]
 
 
 def collate_texts(rows: list[list[int]], labels: list[int], *, pad_id: int) -> ClassBatch:
@@ -230,9 +237,11 @@ def train_classifier(recipe: ClassifyRecipe, *, resume: bool = False, progress: 
 
 
 @torch.inference_mode()
-def classify(model: BertClassifier, tokenizer: Any, texts: list[str], *, batch_size: int = 64) -> Tensor:
-    """Class probabilities (N, C) of `texts`, in input order."""
-    rows = encode_texts(tokenizer, texts, model.config.max_len)
+def classify(model: BertClassifier, tokenizer: Any, texts: list[str], *, truncate: bool = False,
+             where: str = "input", batch_size: int = 64) -> Tensor:
+    """Class probabilities (N, C) of `texts`, in input order. A text longer than the context (max_len - 2
+    pieces) is refused, naming its line of `where`, unless `truncate`, which classifies its first pieces."""
+    rows = encode_texts(tokenizer, texts, model.config.max_len, truncate=truncate, where=where)
     out = torch.empty(len(rows), model.config.n_labels)
     for start in range(0, len(rows), batch_size):
         chunk = rows[start : start + batch_size]
@@ -241,12 +250,14 @@ def classify(model: BertClassifier, tokenizer: Any, texts: list[str], *, batch_s
     return out
 
 
-def top_labels(model: BertClassifier, tokenizer: Any, texts: list[str], *,
-               top: int = 1) -> list[list[tuple[str, float]]]:
+def top_labels(model: BertClassifier, tokenizer: Any, texts: list[str], *, top: int = 1, truncate: bool = False,
+               where: str = "input") -> list[list[tuple[str, float]]]:
     """The `top` most likely labels of each text (all of them if there are fewer), with their probabilities,
-    most likely first. A label is named as in training (`label_names`), else LABEL_<i>."""
+    most likely first. A label is named as in training (`label_names`), else LABEL_<i>. `truncate`, `where`:
+    as `classify`'s."""
     config = model.config
     names = list(config.label_names) or [f"LABEL_{i}" for i in range(config.n_labels)]
-    best = classify(model, tokenizer, texts).topk(min(top, config.n_labels), dim=-1)  # (N, top)
+    probs = classify(model, tokenizer, texts, truncate=truncate, where=where)  # (N, C)
+    best = probs.topk(min(top, config.n_labels), dim=-1)  # (N, top)
     return [[(names[i], p) for p, i in zip(values, indices, strict=True)]
             for values, indices in zip(best.values.tolist(), best.indices.tolist(), strict=True)]

@@ -270,7 +270,7 @@ def continue_prompt(model: nn.Module, tokenizer: Any, prompt: str, *, max_new_to
     `max_new_tokens` tokens, fewer where the context ends, and it stops at the end-of-text token unless
     `stop_at_eos` is False. `on_text(piece)` gets the text as it appears, to stream it: the prompt, then
     the new text of each token (a multi-byte character once it is whole)."""
-    check_sampling(temperature=temperature, top_k=top_k, top_p=top_p)
+    check_sampling(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
     config = model.config
     ids = prompt_ids(tokenizer, config, prompt)
     stop = () if not stop_at_eos or config.eos_id is None else (config.eos_id,)

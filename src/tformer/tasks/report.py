@@ -22,7 +22,7 @@ from tformer.decoding import generate_greedy
 from tformer.tasks import load_checkpoint, load_recipe
 from tformer.tasks.translation import DecodeConfig, TranslationRecipe, load_split, translate
 from tformer.viz.curves import read_metrics
-from tformer.viz.figures import write_atomic
+from tformer.viz.figures import write_file
 from tformer.viz.report import Samples, model_section, no_model_section, page
 
 FIXED_SENTENCES = ["In the beginning God created the heaven and the earth.",
@@ -63,7 +63,7 @@ def translation_samples(model: nn.Module, tokenizer: Any, recipe: Any) -> Sample
         pairs = [(s, "") for s in FIXED_SENTENCES]
         note = (note + "; " if note else "") + "fixed sentences"
     decode = recipe.decode if isinstance(recipe, TranslationRecipe) else DecodeConfig()
-    hyps = translate(model, tokenizer, [s for s, _ in pairs], decode)
+    hyps = translate(model, tokenizer, [s for s, _ in pairs], decode, truncate=True)
     rows = [[s, r, h] for (s, r), h in zip(pairs, hyps, strict=True)]
     shortest = min(range(len(rows)), key=lambda i: len(tokenizer.encode(rows[i][0])))
     return Samples(title="Sample translations", header=["source", "reference", "tformer"], rows=rows,
@@ -112,14 +112,15 @@ def build_report(run_dir: str | Path) -> str:
 
 
 def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
-    """Build the page and write it to `out` (default RUN_DIR/report.html) atomically; returns the path."""
+    """Build the page and write it to `out` (default RUN_DIR/report.html; `figures.write_file`: a regular file
+    atomically, a symbolic link's target or a FIFO in place); returns the path."""
     run = Path(run_dir)
     if not run.is_dir():
         raise ValueError(f"run directory {run} does not exist")
     path = Path(out) if out is not None else run / "report.html"
     if path.suffix.lower() not in (".html", ".htm"):
         raise ValueError(f"output file {path} has suffix {path.suffix or '(none)'!r}; use .html")
-    return write_atomic(path, build_report(run).encode("utf-8"))
+    return write_file(path, build_report(run).encode("utf-8"))
 
 
 __all__ = ["build_report", "write_report"]

@@ -14,9 +14,10 @@ from tformer.data.lines import read_lines
 from tformer.decoding import TextScore, conditional_log_probs, score_sequences
 
 
-def read_scored_lines(path: str | os.PathLike) -> list[str]:
-    """The non-empty lines of a UTF-8 file; a ValueError if there are none."""
-    lines = [line for line in read_lines(path) if line.strip()]
+def read_scored_lines(path: str | os.PathLike) -> dict[int, str]:
+    """The non-empty lines of a UTF-8 file (`data.lines.read_lines`), by their line numbers in the file (from
+    1), so that results and errors name the file's own lines; a ValueError if there are none."""
+    lines = {number: line for number, line in enumerate(read_lines(path), 1) if line.strip()}
     if not lines:
         raise ValueError(f"{path} has no non-empty line to score")
     return lines
@@ -37,16 +38,19 @@ def token_scores(tokenizer: Any, line: str, score: TextScore) -> list[tuple[str,
     return [(tokenizer.decode([token]), lp) for token, lp in zip(scored, score.token_log_probs.tolist(), strict=True)]
 
 
-def score_pairs(model: nn.Module, tokenizer: Any, lines: list[str], *, where: str | os.PathLike) -> list[float]:
-    """log p(target | source) of each `source<TAB>target` line (from file `where`, named in errors) under an
-    encoder-decoder, the target's end token included."""
+def score_pairs(model: nn.Module, tokenizer: Any, lines: list[str], *, where: str | os.PathLike,
+                numbers: list[int] | None = None) -> list[float]:
+    """log p(target | source) of each `source<TAB>target` line under an encoder-decoder, the target's end
+    token included. Errors name the line as `where:number` (`numbers`: the lines' numbers in the file
+    `where`; default 1, 2, ...)."""
     max_len = model.config.max_len
+    numbers = numbers or list(range(1, len(lines) + 1))
     pairs = [line.split("\t") for line in lines]
     bad = next((i for i, p in enumerate(pairs) if len(p) != 2), None)
     if bad is not None:
-        raise ValueError(f"{where}:{bad + 1}: expected source<TAB>target for an encoder-decoder")
+        raise ValueError(f"{where}:{numbers[bad]}: expected source<TAB>target for an encoder-decoder")
     sources, targets = [tokenizer.encode(s) for s, _ in pairs], [tokenizer.encode(t) for _, t in pairs]
-    for i, (src, tgt) in enumerate(zip(sources, targets, strict=True), 1):  # the target gets an end token
+    for i, src, tgt in zip(numbers, sources, targets, strict=True):  # the target gets an end token
         if len(src) > max_len or len(tgt) + 1 > max_len:
             side, n = ("source", len(src)) if len(src) > max_len else ("target", len(tgt) + 1)
             raise ValueError(f"{where}:{i}: the {side} is {n} tokens, longer than the model's context "

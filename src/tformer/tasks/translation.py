@@ -24,6 +24,7 @@ from tformer.configio import from_dict, read_yaml
 from tformer.data import collate, limit_lengths, load_bible, read_parallel
 from tformer.data.batching import Batch, TokenBatchSampler
 from tformer.data.device import device_of
+from tformer.data.lines import TRUNCATE_NOTE, check_line_lengths, format_lines
 from tformer.data.padding import pad
 from tformer.decoding import beam_search, greedy
 from tformer.evaluation import Scores, score_corpus
@@ -76,6 +77,9 @@ class DecodeConfig:
             raise ValueError(f"decode.beam={self.beam} must be at least 1")
         if self.batch_size < 1:
             raise ValueError(f"decode.batch_size={self.batch_size} must be at least 1")
+        for name in ("lenpen", "max_len_a"):  # nan would rank every hypothesis equal, inf break the length cap
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"decode.{name}={getattr(self, name)} must be a finite number")
 
 
 @dataclass(kw_only=True)
@@ -147,7 +151,7 @@ class TranslationTask:
         total, count = token_nll(model, self.valid_batches, self.forward, pad_id=self.tokenizer.pad_id)
         pairs = self.valid_pairs[: self.recipe.data.bleu_sentences]
         greedy_decode = DecodeConfig(**{**vars(self.recipe.decode), "beam": 1})
-        hyps = translate(model, self.tokenizer, [s for s, _ in pairs], greedy_decode)
+        hyps = translate(model, self.tokenizer, [s for s, _ in pairs], greedy_decode, truncate=True)
         scores = score_corpus(hyps, [t for _, t in pairs])
         return {"valid_loss": total / count, "valid_ppl": math.exp(total / count), "bleu": scores.bleu,
                 "chrf": scores.chrf}
@@ -179,11 +183,15 @@ def model_config(recipe: TranslationRecipe, tokenizer: BPETokenizer) -> Seq2SeqC
 
 @torch.inference_mode()
 def translate(model: nn.Module, tokenizer: BPETokenizer, sentences: list[str], decode: DecodeConfig, *,
-              progress: bool = False) -> list[str]:
+              truncate: bool = False, where: str = "input", progress: bool = False) -> list[str]:
     """Detokenized translations, in input order; batches sorted by length to waste little padding.
-    `progress`: a bar over the sentences on stderr (a test set with beam search takes minutes)."""
+    A sentence longer than the model's context (max_len tokens) is refused with a ValueError naming its
+    line of `where`, unless `truncate`, which translates its first max_len tokens (as evaluation over a
+    corpus does). `progress`: a bar over the sentences on stderr (a test set with beam search takes minutes)."""
     ids = tokenizer.encode_batch(sentences)
     limit = model.config.max_len
+    if not truncate:
+        check_line_lengths(map(len, ids), limit=limit, max_len=limit, where=where, note=TRUNCATE_NOTE)
     ids = [x[:limit] for x in ids]
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     out = [""] * len(ids)
@@ -240,7 +248,7 @@ def evaluate_checkpoint(checkpoint: str | Path, data: DataConfig, split: str, de
     `progress`: a bar over the sentences on stderr."""
     model, _, tokenizer = load_checkpoint(checkpoint, command="evaluate")
     pairs = load_split(data, split)[:limit]
-    hyps = translate(model, tokenizer, [s for s, _ in pairs], decode, progress=progress)
+    hyps = translate(model, tokenizer, [s for s, _ in pairs], decode, truncate=True, progress=progress)
     return score_corpus(hyps, [t for _, t in pairs]), pairs, hyps
 
 
@@ -257,7 +265,7 @@ def save_test_results(out_dir: Path, split: str, scores: Scores, hyps: list[str]
               "steps": state.get("step"), "train_minutes": state.get("elapsed", 0.0) / 60,
               "stopped": state.get("stopped"), "tokens_per_s": statistics.median(rates) if rates else None,
               "bleu_signature": scores.bleu_signature, "chrf_signature": scores.chrf_signature}
-    write_atomic(out_dir / f"{split}.hyp", "".join(h + "\n" for h in hyps))
+    write_atomic(out_dir / f"{split}.hyp", format_lines(hyps))
     path = out_dir / f"{split}.json"
     write_atomic(path, json.dumps(result, indent=1) + "\n")
     return path

@@ -1,5 +1,5 @@
 """What every picture shares: a new figure on the headless Agg canvas, the output format chosen by the file's
-suffix, an atomic save, PNG bytes for embedding, and a labelled heatmap.
+suffix, a save that respects the file named (`files.write_output`), PNG bytes for embedding, and a labelled heatmap.
 
 Figures are `matplotlib.figure.Figure` objects with an Agg canvas attached, never pyplot: no display is
 needed, no global figure state is kept, and a caller's own pyplot backend is left alone. The pixel size of a
@@ -42,22 +42,23 @@ def output_format(path: str | os.PathLike) -> str:
     return FORMATS[suffix]
 
 
-def write_atomic(path: str | os.PathLike, data: bytes) -> Path:
-    """`tformer.files.write_atomic`, with an OSError (a read-only directory, a full disk) turned into a
-    one-line ValueError naming the path."""
-    from tformer.files import write_atomic as write
+def write_file(path: str | os.PathLike, data: bytes) -> Path:
+    """`tformer.files.write_output` (a regular file atomically; a symbolic link's target, a FIFO or a pipe in
+    place), with an OSError (a read-only directory, a full disk) turned into a one-line ValueError naming the
+    path."""
+    from tformer.files import write_output
 
     try:
-        return write(path, data)
+        return write_output(path, data)
     except OSError as e:
         raise ValueError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 def save_figure(fig: Figure, path: str | os.PathLike, *, dpi: int = DPI) -> Path:
-    """Write `fig` to `path`, PNG or SVG by its suffix, atomically (`write_atomic`); returns the path."""
+    """Write `fig` to `path`, PNG or SVG by its suffix (`write_file`); returns the path."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format=output_format(path), dpi=dpi)
-    return write_atomic(path, buffer.getvalue())
+    return write_file(path, buffer.getvalue())
 
 
 def png_bytes(fig: Figure, *, dpi: int = DPI) -> bytes:
