@@ -52,8 +52,9 @@ def read_manifest(root: str | os.PathLike) -> Entries | None:
     try:
         data = json.loads(file.read_bytes().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"checkpoint {root}: {MANIFEST_FILE} is corrupt ({_short(e)}); save the checkpoint "
-                         "again, or delete the manifest to load it unchecked") from None
+        problem = f"not UTF-8: byte {e.start}" if isinstance(e, UnicodeDecodeError) else f"not valid JSON: {e}"
+        raise ValueError(f"checkpoint {root}: {MANIFEST_FILE} is corrupt ({problem}); save the checkpoint again, "
+                         "or delete the manifest to load it unchecked") from None
     if not isinstance(data, dict):
         raise ValueError(f"checkpoint {root}: {MANIFEST_FILE} must map each file's name to {SCHEMA}, "
                          f"not {type(data).__name__}")
@@ -128,10 +129,6 @@ def verify_tokenizer_file(file: Path) -> None:
     folder = file.parent
     if folder.name == TOKENIZER_DIR and (folder.parent / MANIFEST_FILE).is_file():
         verify_file(folder.parent, f"{TOKENIZER_DIR}/{file.name}")
-
-
-def _short(e: Exception) -> str:
-    return " ".join(str(e).split())[:120]
 
 
 __all__ = ["MANIFEST_FILE", "read_manifest", "verify_checkpoint", "verify_file", "verify_tokenizer_file",

@@ -131,11 +131,11 @@ def load_tensors(file: Path) -> dict[str, Tensor]:
             raise ValueError(f"{file} is not a valid safetensors file ({_first_line(e)})") from None
     try:
         tensors = torch.load(file, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as e:  # objects or code beyond tensors: refused, never run
-        found = [line.strip()[:200] for line in str(e).splitlines() if "nsupported" in line] or ["weights_only"]
-        raise ValueError(f"{file} holds pickled objects or code beside its tensors, which are not loaded "
-                         f"({found[0]}); use its model.safetensors instead") from None
-    except Exception as e:  # a corrupt or truncated file (torch's zip reader), an OSError of the read
+    except Exception as e:  # UnpicklingError (objects or code, refused and never run; or garbage), RuntimeError
+        found = [line.strip()[:200] for line in str(e).splitlines() if "unsupported global" in line.lower()]
+        if isinstance(e, pickle.UnpicklingError) and found:
+            raise ValueError(f"{file} holds pickled objects or code beside its tensors, which are not loaded "
+                             f"({found[0]}); use its model.safetensors instead") from None
         raise ValueError(f"{file} is not a valid weights file ({_first_line(e)})") from None
     if not isinstance(tensors, dict) or not all(isinstance(v, Tensor) for v in tensors.values()):
         raise ValueError(f"{file} holds a {type(tensors).__name__}, not a mapping of weight names to tensors")
