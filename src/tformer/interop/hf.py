@@ -195,9 +195,14 @@ def write_checkpoint(path: str | Path, hf_config: dict, tensors: dict[str, Tenso
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ValueError(f"{path} is a file; to_hf writes a checkpoint directory there")
-    with atomic_directory(path, keep_other_files=True) as tmp:
-        for name, text in (files or {}).items():
-            (tmp / name).write_text(text, encoding="utf-8")
-        with writing(tmp / WEIGHTS):  # safetensors' own error for a full disk, as the OSError it is
-            save_file(tensors, tmp / WEIGHTS, metadata={"format": "pt"})
-        (tmp / CONFIG).write_text(json.dumps(hf_config, indent=2, sort_keys=True) + "\n")
+    existed = path.exists()
+    try:
+        with atomic_directory(path, keep_other_files=True) as tmp:
+            for name, text in (files or {}).items():
+                (tmp / name).write_text(text, encoding="utf-8")
+            with writing(tmp / WEIGHTS):  # safetensors' own error for a full disk, as the OSError it is
+                save_file(tensors, tmp / WEIGHTS, metadata={"format": "pt"})
+            (tmp / CONFIG).write_text(json.dumps(hf_config, indent=2, sort_keys=True) + "\n")
+    except OSError as e:  # a full disk, no permission: said as save_checkpoint says it
+        kept = " (what was there is kept)" if existed else ""
+        raise ValueError(f"cannot write {path}: {e.strerror or e}{kept}") from None

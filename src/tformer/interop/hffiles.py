@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import reprlib
 from pathlib import Path, PurePosixPath
 
@@ -132,14 +131,22 @@ def load_tensors(file: Path) -> dict[str, Tensor]:
     try:
         tensors = torch.load(file, map_location="cpu", weights_only=True)
     except Exception as e:  # UnpicklingError (objects or code, refused and never run; or garbage), RuntimeError
-        found = [line.strip()[:200] for line in str(e).splitlines() if "unsupported global" in line.lower()]
-        if isinstance(e, pickle.UnpicklingError) and found:
+        reason = _torch_reason(e)
+        if "unsupported global" in reason.lower():
             raise ValueError(f"{file} holds pickled objects or code beside its tensors, which are not loaded "
-                             f"({found[0]}); use its model.safetensors instead") from None
-        raise ValueError(f"{file} is not a valid weights file ({_first_line(e)})") from None
+                             f"({reason}); use its model.safetensors instead") from None
+        raise ValueError(f"{file} is not a valid weights file ({reason})") from None
     if not isinstance(tensors, dict) or not all(isinstance(v, Tensor) for v in tensors.values()):
         raise ValueError(f"{file} holds a {type(tensors).__name__}, not a mapping of weight names to tensors")
     return tensors
+
+
+def _torch_reason(e: BaseException) -> str:
+    """The line of torch.load's error that says what is wrong, without its advice to load the file with
+    `weights_only=False` (which would run whatever code it holds)."""
+    boilerplate = ("Weights only load failed", "Check the documentation", "Please file an issue")
+    lines = [line.strip() for line in str(e).splitlines() if line.strip() and not line.startswith(boilerplate)]
+    return lines[0][:200] if lines else type(e).__name__
 
 
 def _first_line(e: BaseException) -> str:
