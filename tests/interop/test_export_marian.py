@@ -163,6 +163,6 @@ def test_failed_export_leaves_no_tokenizer(exported: Exported, tmp_path: Path,
         raise OSError("disk full")
 
     monkeypatch.setattr("tformer.interop.hf.save_file", fail)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(ValueError, match="cannot write .*out: disk full"):
         to_hf(exported.model, tmp_path / "out", tokenizer=exported.tokenizer)
     assert list(tmp_path.iterdir()) == []

@@ -19,13 +19,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 def cmd_convert(args: argparse.Namespace) -> int:
     from tformer.interop import checkpoint_to_hf, from_hf
+    from tformer.interop.hf import tokenizer_file
     from tformer.training.checkpoint import save_checkpoint
 
     if args.from_hf:
         model, config = from_hf(args.from_hf)
-        tokenizer = Path(args.from_hf) / "tokenizer.json"  # kept beside the weights, in the same atomic write
+        tokenizer = tokenizer_file(args.from_hf)  # kept beside the weights, in the same atomic write
         save_checkpoint(Path(args.out), model=model, config=config,
-                        tokenizer=CopiedFile(tokenizer) if tokenizer.is_file() else None)
+                        tokenizer=CopiedFile(tokenizer) if tokenizer else None)
         print(f"imported {type(model).__name__} from {args.from_hf} into {args.out}")
     else:
         model = checkpoint_to_hf(args.to_hf, args.out)  # with its tokenizer, if transformers can read it

@@ -20,7 +20,8 @@ differs; each provides
 Export picks, for the model's family, the first mapping with no mismatches (a GPT with RoPE, RMSNorm and
 SwiGLU is a Llama; one with learned positions and LayerNorm is a GPT-2; a post-LN encoder-decoder is a
 Marian, a pre-LN one a Pegasus). The helpers the mapping modules share live in `common.py`, below them:
-this file imports the mapping modules, and none of them imports it.
+this file imports the mapping modules, and none of them imports it. Every file of a directory read is
+reached through `hffiles.py` (confined to the directory; an index's shards too) and read with one-line errors.
 """
 
 from __future__ import annotations
@@ -30,24 +31,22 @@ import re
 from pathlib import Path
 from typing import Any, Protocol
 
-import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import Tensor, nn
 
 from tformer.config import TransformerConfig, family_of
 from tformer.files import atomic_directory
 from tformer.interop import bert, gpt2, llama, marian, pegasus
+from tformer.interop.hffiles import CONFIG, WEIGHTS, hf_file, load_tensors, read_config, weight_files
+from tformer.ioerrors import writing
 from tformer.models import GPT, BertForPretraining, EncoderDecoder
 from tformer.models.presets import build_model
 from tformer.tokenization import check_vocabulary, load_tokenizer
 from tformer.tokenization.backend import BackendTokenizer
 
-CONFIG = "config.json"
-WEIGHTS = "model.safetensors"
+TOKENIZER_FILE = "tokenizer.json"
 # The special tokens `transformers` names by role (pad_token, ...); our tokenizers give their ids (pad_id, ...).
 SPECIAL_ROLES = ("bos", "eos", "unk", "sep", "pad", "cls", "mask")
-# What a checkpoint's weights may be stored as, in the order we look for them.
-WEIGHT_FILES = (WEIGHTS, "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 EXPORTABLE = (GPT, BertForPretraining, EncoderDecoder)
 
 
@@ -81,6 +80,9 @@ def from_hf(path: str | Path) -> tuple[nn.Module, TransformerConfig]:
         state = mapping.state_from_hf(tensors, config)
     except ValueError as e:  # a missing or unexpected weight, an option we lack: say which directory
         raise ValueError(f"{path}: {e}") from None
+    except (TypeError, KeyError, AttributeError) as e:  # a value of config.json of the wrong type ("12", [12])
+        raise ValueError(f"{path}: config.json holds a value of the wrong type for a {hf_config['model_type']} "
+                         f"config ({type(e).__name__}: {e})") from None
     model = build_model(config)
     try:
         model.load_state_dict(state)
@@ -169,37 +171,20 @@ def mapping_for(config: TransformerConfig) -> Mapping:
 
 
 def read_checkpoint(path: str | Path) -> tuple[dict, dict[str, Tensor]]:
-    """-> (config.json as a dict, weights by name). Errors name the path and what is expected there."""
-    path = Path(path)
-    if not path.is_dir():
-        raise ValueError(f"{path} is not a directory; expected a Hugging Face checkpoint directory "
-                         f"with {CONFIG} and {WEIGHTS}")
-    config_file = path / CONFIG
-    if not config_file.is_file():
-        raise ValueError(f"{path} has no {CONFIG}; expected a Hugging Face checkpoint directory "
-                         f"with {CONFIG} and {WEIGHTS}")
-    try:
-        hf_config = json.loads(config_file.read_text())
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{config_file} is not valid JSON ({e})") from None
-    model_type = hf_config.get("model_type") if isinstance(hf_config, dict) else None
-    if model_type not in MAPPINGS:
-        raise ValueError(f"{config_file}: model_type={model_type!r} is not supported; "
-                         f"supported: {', '.join(sorted(MAPPINGS))}")
-    for name in WEIGHT_FILES:
-        if (path / name).is_file():
-            return hf_config, load_weights(path / name)
-    raise ValueError(f"{path} has no weights; expected one of {', '.join(WEIGHT_FILES)}")
+    """-> (config.json as a dict, weights by name), every file reached through `hffiles` (confined to the
+    directory, read with one-line errors naming the file)."""
+    hf_config = read_config(path, supported=tuple(MAPPINGS))
+    tensors: dict[str, Tensor] = {}
+    for file in weight_files(path):
+        tensors.update(load_tensors(file))
+    return hf_config, tensors
 
 
-def load_weights(file: Path) -> dict[str, Tensor]:
-    """One weights file, or every shard an `*.index.json` names."""
-    if file.name.endswith(".index.json"):
-        shards = sorted(set(json.loads(file.read_text())["weight_map"].values()))
-        return {k: v for shard in shards for k, v in load_weights(file.parent / shard).items()}
-    if file.suffix == ".safetensors":
-        return load_file(file)
-    return torch.load(file, map_location="cpu", weights_only=True)
+def tokenizer_file(path: str | Path) -> Path | None:
+    """The directory's tokenizer.json (confined like every file read here), or None if it has none."""
+    if not (Path(path) / TOKENIZER_FILE).exists() and not (Path(path) / TOKENIZER_FILE).is_symlink():
+        return None
+    return hf_file(path, TOKENIZER_FILE)
 
 
 def write_checkpoint(path: str | Path, hf_config: dict, tensors: dict[str, Tensor], *,
@@ -210,8 +195,14 @@ def write_checkpoint(path: str | Path, hf_config: dict, tensors: dict[str, Tenso
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ValueError(f"{path} is a file; to_hf writes a checkpoint directory there")
-    with atomic_directory(path, keep_other_files=True) as tmp:
-        for name, text in (files or {}).items():
-            (tmp / name).write_text(text, encoding="utf-8")
-        save_file(tensors, tmp / WEIGHTS, metadata={"format": "pt"})
-        (tmp / CONFIG).write_text(json.dumps(hf_config, indent=2, sort_keys=True) + "\n")
+    existed = path.exists()
+    try:
+        with atomic_directory(path, keep_other_files=True) as tmp:
+            for name, text in (files or {}).items():
+                (tmp / name).write_text(text, encoding="utf-8")
+            with writing(tmp / WEIGHTS):  # safetensors' own error for a full disk, as the OSError it is
+                save_file(tensors, tmp / WEIGHTS, metadata={"format": "pt"})
+            (tmp / CONFIG).write_text(json.dumps(hf_config, indent=2, sort_keys=True) + "\n")
+    except OSError as e:  # a full disk, no permission: said as save_checkpoint says it
+        kept = " (what was there is kept)" if existed else ""
+        raise ValueError(f"cannot write {path}: {e.strerror or e}{kept}") from None

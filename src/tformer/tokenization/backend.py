@@ -13,6 +13,8 @@ from typing import Self
 
 from tokenizers import Tokenizer as Backend
 
+from tformer.manifest import verify_tokenizer_file
+
 FILENAME = "tokenizer.json"
 
 
@@ -60,15 +62,23 @@ class BackendTokenizer:
             path = path / FILENAME
         if not path.is_file():
             raise FileNotFoundError(f"no {FILENAME} at {path}")
-        return cls(read_backend(path))
+        backend = read_backend(path)
+        try:
+            return cls(backend)
+        except ValueError as e:  # the special tokens of another kind of tokenizer
+            raise ValueError(f"{path}: {e}") from None
 
 
 def read_backend(path: Path) -> Backend:
-    """A `tokenizers.Tokenizer` from its JSON file; a ValueError naming the file if it is malformed."""
+    """A `tokenizers.Tokenizer` from its JSON file, checked first against its checkpoint's manifest when it
+    lies in one; a ValueError naming the file if it is malformed (not UTF-8, not JSON, not a tokenizer)."""
+    verify_tokenizer_file(path)
     try:
         return Backend.from_file(str(path))
-    except Exception as e:  # tokenizers raises a bare Exception for a malformed file
-        raise ValueError(f"{path}: not a valid tokenizer file ({' '.join(str(e).split())})") from None
+    except BaseException as e:  # tokenizers raises a bare Exception, or a PanicException, for a malformed file
+        if not isinstance(e, Exception) and type(e).__name__ != "PanicException":
+            raise  # KeyboardInterrupt, SystemExit
+        raise ValueError(f"{path}: not a valid tokenizer file ({' '.join(str(e).split())[:200]})") from None
 
 
 def check_special_ids(backend: Backend, tokens: Sequence[str]) -> None:

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import os
+import reprlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from tformer.manifest import verify_tokenizer_file
 from tformer.tokenization.bpe import SPECIAL_TOKENS
 
 FILENAME = "char_tokenizer.json"
@@ -73,18 +75,28 @@ class CharTokenizer:
 
     @classmethod
     def load(cls, directory: str | os.PathLike) -> CharTokenizer:
-        """Read a tokenizer saved by `save`, from its directory (or the JSON file itself)."""
+        """Read a tokenizer saved by `save`, from its directory (or the JSON file itself). Whatever is wrong
+        with the file (not UTF-8, not JSON, not this shape) is a ValueError naming it."""
         path = Path(directory)
         if path.is_dir():
             path = path / FILENAME
         if not path.is_file():
             raise FileNotFoundError(f"no {FILENAME} at {path}")
+        verify_tokenizer_file(path)  # in a checkpoint: the file the save wrote, not another
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(path.read_bytes().decode("utf-8"))
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{path}: not a character tokenizer file (not UTF-8: byte {e.start})") from None
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}: not valid JSON ({e.msg})") from None
         if not isinstance(data, dict) or data.get("kind") != "char" or not isinstance(data.get("chars"), list):
             raise ValueError(f"{path}: not a character tokenizer (expected kind 'char' and a list of chars)")
         if data.get("special_tokens", list(SPECIAL_TOKENS)) != list(SPECIAL_TOKENS):
-            raise ValueError(f"{path}: special tokens {data['special_tokens']} differ from {list(SPECIAL_TOKENS)}")
-        return cls(data["chars"])
+            raise ValueError(f"{path}: special tokens {reprlib.repr(data['special_tokens'])} differ from "
+                             f"{list(SPECIAL_TOKENS)}")
+        chars = data["chars"]
+        bad = next((c for c in chars if not isinstance(c, str) or len(c) != 1), None)
+        if bad is not None or len(set(chars)) != len(chars):
+            what = f"{reprlib.repr(bad)} is not one character" if bad is not None else "a character is listed twice"
+            raise ValueError(f"{path}: not a character tokenizer ({what}; chars must be distinct single characters)")
+        return cls(chars)

@@ -6,14 +6,17 @@
                                position in the epoch, ...) and the RNG states (python, numpy, torch CPU,
                                CUDA); only when training state is passed
     <path>/tokenizer/          written by the tokenizer's own `save(dir)`, when one is passed
-    <path>/manifest.json       every file's size and SHA-256, checked when the file is read back
+    <path>/manifest.json       every file's size and SHA-256, the tokenizer's included, checked when the
+                               file is read back (`tformer.manifest`)
 
 Atomic: everything is written into a hidden sibling directory, each file fsync'd, and only then renamed
 onto `<path>` (an existing checkpoint is first renamed aside, then deleted, or kept under another name).
 An exception while writing (a full disk) removes the sibling and leaves the old checkpoint as it was; a
 crash (power loss, SIGKILL) can leave only a stale `.<name>.tmp-*` sibling behind, never a half-written
-`<path>`. Verified: a file whose size or hash differs from the manifest (truncated, overwritten) is refused
-with its name, not half-loaded.
+`<path>`. A library's own error for a full disk (safetensors, tokenizers) is turned into the OSError it is
+(`tformer.ioerrors`), so every write failure reads `cannot write checkpoint <path>: <reason>`. Verified: a
+file whose size or hash differs from the manifest (truncated, edited), or one the manifest does not list
+(added after the save), is refused with its name, not half-loaded.
 
 Resuming: `model, config = load_model(path)` (or an already built model, passed as `model=` below), build
 the optimizer and scheduler as at the start, then `state = load_training_state(path, optimizer=...,
@@ -23,8 +26,8 @@ scheduler=...)`, last: building draws random numbers, and restoring the RNG must
 from __future__ import annotations
 
 import errno
-import json
 import os
+import reprlib
 from pathlib import Path
 from typing import Protocol
 
@@ -35,7 +38,9 @@ from torch import nn
 import tformer.models
 from tformer.config import FAMILIES, TransformerConfig, family_of
 from tformer.configio import dump_yaml, from_dict, read_yaml, to_dict
-from tformer.files import atomic_directory, sha256
+from tformer.files import atomic_directory
+from tformer.ioerrors import writing
+from tformer.manifest import MANIFEST_FILE, verify_checkpoint, verify_file, write_manifest
 from tformer.models.presets import build_model
 from tformer.nn.layers import rename_old_keys
 from tformer.training.rng import rng_states, set_rng_states
@@ -44,7 +49,6 @@ MODEL_FILE = "model.safetensors"
 CONFIG_FILE = "config.yaml"
 TRAINER_FILE = "trainer.pt"
 TOKENIZER_DIR = "tokenizer"
-MANIFEST_FILE = "manifest.json"
 
 
 class SavesToDirectory(Protocol):
@@ -88,10 +92,11 @@ def _write_files(directory: Path, *, model: nn.Module, config: TransformerConfig
                  state: dict | None, tokenizer: SavesToDirectory | None, model_state: dict | None,
                  optimizer_state: dict | None) -> None:
     """The checkpoint's files (see the module docstring) into the empty `directory`, the manifest last."""
-    if model_state is None:
-        safetensors.torch.save_model(model, str(directory / MODEL_FILE))
-    else:
-        _save_state(model, model_state, directory / MODEL_FILE)
+    with writing(directory / MODEL_FILE):  # safetensors' own error for a full disk, as the OSError it is
+        if model_state is None:
+            safetensors.torch.save_model(model, str(directory / MODEL_FILE))
+        else:
+            _save_state(model, model_state, directory / MODEL_FILE)
     meta = {"family": family_of(config), "model": type(model).__name__, "config": to_dict(config)}
     (directory / CONFIG_FILE).write_text(dump_yaml(meta))
     if optimizer is not None or scheduler is not None or state is not None:
@@ -103,11 +108,13 @@ def _write_files(directory: Path, *, model: nn.Module, config: TransformerConfig
             "state": dict(state or {}),
             "rng": rng_states(),
         }
-        torch.save(trainer, directory / TRAINER_FILE)
+        with open(directory / TRAINER_FILE, "wb") as f:  # a file object: torch lets its OSError through
+            torch.save(trainer, f)
     if tokenizer is not None:
         (directory / TOKENIZER_DIR).mkdir()
-        tokenizer.save(directory / TOKENIZER_DIR)
-    _write_manifest(directory)
+        with writing(directory / TOKENIZER_DIR):
+            tokenizer.save(directory / TOKENIZER_DIR)
+    write_manifest(directory)
 
 
 def _save_state(model: nn.Module, state: dict, file: Path) -> None:
@@ -117,32 +124,10 @@ def _save_state(model: nn.Module, state: dict, file: Path) -> None:
     safetensors.torch.save_file({k: v.contiguous() for k, v in state.items() if k not in drop}, str(file))
 
 
-def _write_manifest(root: Path) -> None:
-    entries = {}
-    for file in sorted(p for p in root.rglob("*") if p.is_file()):
-        entries[file.relative_to(root).as_posix()] = {"bytes": file.stat().st_size, "sha256": sha256(file)}
-    (root / MANIFEST_FILE).write_text(json.dumps(entries, indent=1) + "\n")
-
-
 def verify(path: str | os.PathLike, name: str) -> None:
-    """Check `<path>/<name>` against the manifest (size, then SHA-256); a checkpoint written before
-    manifests existed, or a file the manifest does not list, passes unchecked."""
-    path = Path(path)
-    manifest = path / MANIFEST_FILE
-    if not manifest.is_file():
-        return
-    try:
-        entry = json.loads(manifest.read_text()).get(name)
-    except (ValueError, AttributeError):
-        raise ValueError(f"checkpoint {path}: {MANIFEST_FILE} is corrupt") from None
-    if entry is None:
-        return
-    size = (path / name).stat().st_size
-    if size != entry["bytes"]:
-        raise ValueError(f"checkpoint {path}: {name} has {size} bytes, the manifest says {entry['bytes']}: "
-                         "the file is truncated or was replaced")
-    if sha256(path / name) != entry["sha256"]:
-        raise ValueError(f"checkpoint {path}: {name} does not match its SHA-256 in {MANIFEST_FILE}: corrupt")
+    """Check `<path>/<name>` against the manifest (listed, size, SHA-256; `manifest.verify_file`): a file
+    the manifest does not list is refused; a checkpoint written before manifests existed passes unchecked."""
+    verify_file(path, name)
 
 
 # --- loading --------------------------------------------------------------------------------------------
@@ -152,15 +137,18 @@ def load_config(path: str | os.PathLike) -> tuple[TransformerConfig, str]:
     """(the model config, the saved model's class name) from `<path>/config.yaml`."""
     path = Path(path)
     meta = _read_yaml(path)
-    family = meta.get("family")
-    if family not in FAMILIES:
+    family, model = meta.get("family"), meta.get("model") or ""
+    if not isinstance(family, str) or family not in FAMILIES:  # a list or a mapping is no family either
         known = ", ".join(FAMILIES)
-        raise ValueError(f"checkpoint {path}: {CONFIG_FILE} has family={family!r}; known: {known}")
+        raise ValueError(f"checkpoint {path}: {CONFIG_FILE} has family={reprlib.repr(family)}; known: {known}")
+    if not isinstance(model, str):
+        raise ValueError(f"checkpoint {path}: {CONFIG_FILE} has model={reprlib.repr(model)}; expected the name of "
+                         "a model class, e.g. GPT")
     try:
         config = from_dict(FAMILIES[family], meta.get("config") or {})
     except ValueError as e:
         raise ValueError(f"checkpoint {path}: {CONFIG_FILE}: {e}") from None
-    return config, str(meta.get("model", ""))
+    return config, model
 
 
 def load_model(path: str | os.PathLike, *,
@@ -291,4 +279,5 @@ def _read_yaml(path: Path) -> dict:
 __all__ = [
     "CONFIG_FILE", "MANIFEST_FILE", "MODEL_FILE", "TOKENIZER_DIR", "TRAINER_FILE", "load_config", "load_model",
     "load_training_state", "load_weights", "read_trainer", "save_checkpoint", "tokenizer_dir", "verify",
+    "verify_checkpoint",
 ]
