@@ -13,6 +13,7 @@ import tformer
 from tformer.cli import main
 from tformer.tasks import load_checkpoint
 from tformer.tasks.base import NEEDS, check_kind
+from tformer.tasks.translation import training_rates
 from tformer.tokenization import BPETokenizer, CharTokenizer, WordPieceTokenizer
 from tformer.training.checkpoint import save_checkpoint
 
@@ -108,3 +109,13 @@ def test_a_tokenizer_larger_than_the_model_is_refused(checkpoints: dict[str, Pat
     with pytest.raises(ValueError, match=f"checkpoint {tmp_path / 'ckpt'}: the tokenizer has {tokenizer.vocab_size} "
                                          f"tokens but the model's vocab_size={config.vocab_size}"):
         load_checkpoint(tmp_path / "ckpt")
+
+
+def test_training_rates_median_and_overall() -> None:
+    records = [{"step": 50, "tokens_per_s": 1000.0, "elapsed_s": 1.0},  # 1,000 tokens in 1 s
+               {"step": 100, "tokens_per_s": 100.0, "elapsed_s": 11.0},  # 1,000 tokens in 10 s: a busy machine
+               {"step": 100, "eval/bleu": 3.0},
+               {"step": 150, "tokens_per_s": 1000.0, "elapsed_s": 12.0}]  # 1,000 tokens in 1 s
+    median, overall = training_rates(records)
+    assert median == 1000.0 and overall == 3000.0 / 12.0
+    assert training_rates([{"step": 1, "eval/bleu": 1.0}]) == (None, None)

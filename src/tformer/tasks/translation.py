@@ -252,18 +252,34 @@ def evaluate_checkpoint(checkpoint: str | Path, data: DataConfig, split: str, de
     return score_corpus(hyps, [t for _, t in pairs]), pairs, hyps
 
 
+def training_rates(records: list[dict[str, Any]]) -> tuple[float | None, float | None]:
+    """(median, overall) target tokens/s of a run's logged training windows: the median of the windows'
+    rates, which shrugs off a few slow ones, and the windows' tokens over their seconds, which counts them
+    (on a machine shared with other work, the overall rate is what decided the number of steps)."""
+    windows = [r for r in records if r.get("tokens_per_s") is not None and r.get("elapsed_s") is not None]
+    if not windows:
+        return None, None
+    tokens = seconds = 0.0
+    start = 0.0
+    for r in windows:
+        tokens += r["tokens_per_s"] * (r["elapsed_s"] - start)
+        seconds, start = r["elapsed_s"], r["elapsed_s"]
+    return statistics.median(r["tokens_per_s"] for r in windows), tokens / seconds if seconds > 0 else None
+
+
 def save_test_results(out_dir: Path, split: str, scores: Scores, hyps: list[str], state: dict[str, Any]) -> Path:
-    """OUT_DIR/<split>.json: the scores with the run's steps, minutes, why it stopped and its median training
-    tokens/s (from metrics.jsonl); and OUT_DIR/<split>.hyp, the translations one a line. Returns the json."""
-    rates = []
+    """OUT_DIR/<split>.json: the scores with the run's steps, minutes, why it stopped and its training tokens/s
+    (`training_rates` of metrics.jsonl); and OUT_DIR/<split>.hyp, the translations one a line. Returns the
+    json."""
+    records = []
     log = out_dir / "metrics.jsonl"
     if log.is_file():
-        rows = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
-        rates = [r["tokens_per_s"] for r in rows if r.get("tokens_per_s") is not None]
+        records = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
+    median, overall = training_rates(records)
     result = {"split": split, "bleu": scores.bleu, "chrf": scores.chrf, "degenerate": scores.degenerate,
               "degenerate_count": scores.degenerate_count, "sentences": scores.sentences,
               "steps": state.get("step"), "train_minutes": state.get("elapsed", 0.0) / 60,
-              "stopped": state.get("stopped"), "tokens_per_s": statistics.median(rates) if rates else None,
+              "stopped": state.get("stopped"), "tokens_per_s": median, "tokens_per_s_overall": overall,
               "bleu_signature": scores.bleu_signature, "chrf_signature": scores.chrf_signature}
     write_atomic(out_dir / f"{split}.hyp", format_lines(hyps))
     path = out_dir / f"{split}.json"
