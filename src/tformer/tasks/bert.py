@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tformer.config import BertConfig
+from tformer.configio import check_finite
 from tformer.data.device import device_of, to_device
 from tformer.data.mlm import IGNORE, mask_tokens
 from tformer.data.nsp import collate_pairs, length_batches, make_pairs
@@ -57,6 +58,7 @@ class PretrainDataConfig:
     eval_pairs: int = 2000  # validation pairs (at most)
 
     def __post_init__(self) -> None:
+        check_finite(self, where="data.")
         bad = [c for c in self.corpora if c not in CORPORA]
         if bad or not self.corpora:
             raise ValueError(f"data.corpora={self.corpora!r}: each must be one of {', '.join(CORPORA)}")

@@ -35,6 +35,7 @@ import torch
 from torch import Tensor, nn
 
 from tformer.config import GPTConfig
+from tformer.configio import check_finite
 from tformer.data.text import load_text_corpus, read_texts
 from tformer.decoding import generate
 from tformer.decoding.sampling import check_sampling
@@ -88,6 +89,7 @@ class SampleConfig:
     top_p: float | None = None  # nucleus: the fewest most likely tokens holding this probability (None: all)
 
     def __post_init__(self) -> None:
+        check_finite(self, where="sample.")
         if self.max_new_tokens < 0:
             raise ValueError(f"sample.max_new_tokens={self.max_new_tokens} must be >= 0")
         if self.temperature < 0:

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from tformer.config import Seq2SeqConfig
-from tformer.configio import from_dict, read_yaml
+from tformer.configio import check_finite, from_dict, read_yaml
 from tformer.data import collate, limit_lengths, load_bible, read_parallel
 from tformer.data.batching import Batch, TokenBatchSampler
 from tformer.data.device import device_of
@@ -72,6 +72,7 @@ class DecodeConfig:
     batch_size: int = 64  # sentences per decoding batch
 
     def __post_init__(self) -> None:
+        check_finite(self, where="decode.")
         if self.beam < 1:
             raise ValueError(f"decode.beam={self.beam} must be at least 1")
         if self.batch_size < 1:

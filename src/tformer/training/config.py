@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from tformer.configio import check_finite
 from tformer.training import distributed as dist
 from tformer.training.optim import OptimConfig
 from tformer.training.schedules import ScheduleConfig
@@ -29,6 +30,7 @@ class TrainConfig:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
 
     def __post_init__(self) -> None:
+        check_finite(self, where="train.")
         for name in ("max_steps", "accum_steps", "eval_every", "log_every", "keep_last", "max_bad_steps"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
