@@ -268,6 +268,9 @@ def _hints(cls: type) -> dict[str, Any]:
 
 
 def _coerce(hint: Any, value: Any, name: str) -> Any:
+    if value is None and hint in (str, int, float, bool):
+        expected = {str: "str", int: "an integer", float: "float", bool: "true or false"}[hint]
+        raise ValueError(f"config key {shown(name)} is empty (null); expected {expected}")
     if dataclasses.is_dataclass(hint):
         return value if isinstance(value, hint) else from_dict(hint, value, where=f"{name}.")
     origin = typing.get_origin(hint)

@@ -40,7 +40,7 @@ from tformer.data.text import load_text_corpus, read_texts
 from tformer.decoding import generate
 from tformer.decoding.sampling import check_sampling
 from tformer.models.presets import build_model, preset
-from tformer.tasks.base import ModelSpec, Setup, run_task, token_loss, token_nll
+from tformer.tasks.base import ModelSpec, Setup, check_recipe, run_task, token_loss, token_nll
 from tformer.tokenization.bpe import BPETokenizer
 from tformer.tokenization.char import CharTokenizer
 from tformer.training.checkpoint import load_model
@@ -52,6 +52,7 @@ from tformer.training.schedules import ScheduleConfig
 SPLITS = ("train", "valid", "test")
 CORPORA = ("bible", "bbc", "files")
 TOKENIZERS = ("char", "bpe")
+EVAL_METRICS = ("valid_loss", "valid_ppl", "bits_per_char")  # what LMTask.evaluate reports
 
 
 @dataclass(kw_only=True)
@@ -109,12 +110,17 @@ def _lm_train_config() -> TrainConfig:
 
 @dataclass(kw_only=True)
 class LMRecipe:
+    METRICS = EVAL_METRICS  # what train.best_metric may name
+
     task: str = "lm"
     out_dir: str = "runs/lm"
     data: LMDataConfig = field(default_factory=LMDataConfig)
     model: ModelSpec = field(default_factory=lambda: ModelSpec(preset="gpt-tiny"))
     train: TrainConfig = field(default_factory=_lm_train_config)
     sample: SampleConfig = field(default_factory=SampleConfig)
+
+    def __post_init__(self) -> None:
+        check_recipe(self)
 
 
 def load_split(data: LMDataConfig, split: str) -> list[str]:

@@ -35,6 +35,8 @@ class TrainConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"train.{name}={value!r} must be a positive integer")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or not 0 <= self.seed < 2**63:
+            raise ValueError(f"train.seed={self.seed!r} must be an integer in [0, 2**63) (torch and numpy seeds)")
         if self.save_every is not None and (not isinstance(self.save_every, int) or self.save_every < 1):
             raise ValueError(f"train.save_every={self.save_every!r} must be a positive integer or null")
         if not 0.0 <= self.label_smoothing < 1.0:

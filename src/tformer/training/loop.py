@@ -269,7 +269,13 @@ def _evaluate(model: nn.Module, task: Task, train: TrainConfig, state: dict, log
               checkpoints: Checkpoints) -> None:
     """Every rank evaluates the whole model (identical metrics, so that the ranks agree on `best`)."""
     model.eval()
-    metrics = task.evaluate(model)
+    try:
+        metrics = task.evaluate(model)
+    except Exception as e:  # keep the steps trained so far; --resume continues once the cause is fixed
+        checkpoints.save("last", state)
+        e.add_note(f"the evaluation at step {state['step']} failed; the steps trained so far are saved in "
+                   f"{checkpoints.out_dir / 'last'}")
+        raise
     if log is not None:
         log.write({"step": state["step"], **{f"eval/{k}": v for k, v in metrics.items()}})
     value = metrics.get(train.best_metric)
