@@ -67,8 +67,9 @@ def parse_yaml(text: str, *, what: str) -> Any:
         raise ValueError(f"{what} is not valid YAML ({yaml_problem(e)})") from None
     except RecursionError:
         raise ValueError(f"{what} is not valid YAML (nested too deeply)") from None
-    except ValueError as e:  # e.g. an integer of more than 4300 digits (int() refuses it)
-        raise ValueError(f"{what} is not valid YAML ({' '.join(str(e).split())[:200]})") from None
+    except ValueError as e:  # a constructor's own refusal: int() of more than 4300 digits, a date 2024-13-45
+        problem = "an integer of more than 4300 digits" if "4300 digits" in str(e) else " ".join(str(e).split())
+        raise ValueError(f"{what} is not valid YAML ({shown(problem)[1:-1]})") from None
 
 
 def yaml_problem(e: yaml.YAMLError) -> str:

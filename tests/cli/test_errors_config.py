@@ -82,7 +82,9 @@ CASES = [
     Case("yaml-nested-too-deeply", lambda c: recipe_file(c, "deep.yaml", "task: " + "[" * 5000 + "]" * 5000 + "\n"),
          ("config file {tmp}/deep.yaml is not valid YAML (nested too deeply)",)),
     Case("yaml-integer-too-long", lambda c: c.train("train.max_steps=" + "9" * 5000),
-         ("the value is not valid YAML (Exceeds the limit (4300 digits)",)),
+         ("the value is not valid YAML (an integer of more than 4300 digits)",)),
+    Case("yaml-impossible-date", lambda c: recipe_file(c, "date.yaml", "task: translation\nout_dir: 2024-13-45\n"),
+         ("config file {tmp}/date.yaml is not valid YAML (month must be in 1..12)",)),
     Case("yaml-duplicate-key", lambda c: recipe_file(c, "dup.yaml", "train:\n  optim: {lr: 0.001}\ntrain:\n  "
                                                                     "max_steps: 3\n"),
          ("config file {tmp}/dup.yaml: key 'train' is given twice in one mapping (lines 1 and 3)",)),
@@ -251,6 +253,20 @@ def test_a_failed_evaluation_keeps_the_trained_steps(world: World, tmp_path: Pat
         main(["train", str(world.recipe), f"out_dir={tmp_path}/run", "--no-progress"])
     assert (tmp_path / "run" / "last" / "model.safetensors").is_file()
     assert "the steps trained so far are saved in" in " ".join(e.value.__notes__)
+
+
+def test_a_diverged_run_names_no_checkpoint_it_did_not_save(world: World, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture) -> None:
+    """lr 1e30 (finite, so allowed) diverges at step 2, before any checkpoint was due: the message says none was
+    saved rather than naming a `last` that does not exist; metrics.jsonl stays strict JSON."""
+    argv = ["train", str(world.recipe), f"out_dir={tmp_path}/run", "train.optim.lr=1e30", "train.max_steps=4",
+            "train.eval_every=4", "--no-progress"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "non-finite loss or gradient" in err and "no checkpoint was saved (none was due yet)" in err, err
+    assert not (tmp_path / "run" / "last").exists()
+    for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines():
+        json.loads(line, parse_constant=lambda name: pytest.fail(f"bare {name}"))
 
 
 def test_no_best_is_named_when_none_was_written(world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
