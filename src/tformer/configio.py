@@ -176,6 +176,17 @@ def apply_overrides(data: dict, overrides: list[str] | tuple[str, ...]) -> dict:
     return data
 
 
+def flat_keys(data: dict, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as one dict of dotted keys (`{"train": {"seed": 0}}` -> `{"train.seed": 0}`)."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(flat_keys(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 def set_dotted(data: dict, key: str, value: Any) -> None:
     *parents, last = key.split(".")
     node = data
@@ -363,6 +374,6 @@ def _type_name(hint: Any) -> str:
 
 __all__ = [
     "MAX_ALIAS_NODES", "OutOfRange", "StrictLoader", "apply_overrides", "check_choice", "check_finite",
-    "check_literals", "dump_yaml", "from_dict", "given", "parse_yaml", "read_yaml", "set_dotted", "shown", "to_dict",
-    "yaml_problem",
+    "check_literals", "dump_yaml", "flat_keys", "from_dict", "given", "parse_yaml", "read_yaml", "set_dotted",
+    "shown", "to_dict", "yaml_problem",
 ]

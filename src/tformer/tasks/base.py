@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from tformer.config import TransformerConfig, family_of
-from tformer.configio import check_choice, dump_yaml, parse_yaml, read_yaml, shown, to_dict
+from tformer.configio import check_choice, dump_yaml, flat_keys, parse_yaml, read_yaml, shown, to_dict
 from tformer.data.device import device_of, to_device
 from tformer.tokenization import check_vocabulary, load_tokenizer
 from tformer.training.checkpoint import load_config, load_model, tokenizer_dir
@@ -64,8 +64,8 @@ def check_resumed_recipe(out_dir: Path, recipe: Any) -> None:
     path = out_dir / "recipe.yaml"
     if not path.is_file():
         return
-    saved = _flat(read_yaml(path, what=f"cannot resume: {path}") or {})
-    now = _flat(parse_yaml(dump_yaml(to_dict(recipe)), what="the recipe"))  # as recipe.yaml would hold it
+    saved = flat_keys(read_yaml(path, what=f"cannot resume: {path}") or {})
+    now = flat_keys(parse_yaml(dump_yaml(to_dict(recipe)), what="the recipe"))  # as recipe.yaml would hold it
     changed = [key for key in sorted(saved.keys() & now.keys()) if saved[key] != now[key] and not _may_change(key)]
     if changed:
         what = "; ".join(f"{key} {shown(saved[key])} -> {shown(now[key])}" for key in changed)
@@ -76,16 +76,6 @@ def check_resumed_recipe(out_dir: Path, recipe: Any) -> None:
 
 def _may_change(key: str) -> bool:
     return any(key == k or (k.endswith(".") and key.startswith(k)) for k in RESUME_MAY_CHANGE)
-
-
-def _flat(data: dict, prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 # --- training -------------------------------------------------------------------------------------------
