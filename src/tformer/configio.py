@@ -199,19 +199,21 @@ def set_dotted(data: dict, key: str, value: Any) -> None:
 
 # --- messages -------------------------------------------------------------------------------------------
 
-_SHORT = reprlib.Repr()
+_SHORT = reprlib.Repr()  # bounds what is built: a few items of a few levels, strings and numbers cut
 _SHORT.maxstring = _SHORT.maxother = 60
 _SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 6
 _SHORT.maxlevel = 3
+SHOWN_CHARS = 80
 
 
 def shown(value: object) -> str:
-    """`repr(value)` for a message, at most about 80 characters however large the value: a long string, a
-    big list or nested mapping are cut with `...` (never built in full, so a huge value costs nothing)."""
+    """`repr(value)` for a message, at most SHOWN_CHARS characters however large the value: a long string, a
+    big list or nested mapping are cut with `...` (and never built in full, so a huge value costs nothing)."""
     try:
-        return _SHORT.repr(value)
+        text = _SHORT.repr(value)
     except ValueError:  # an int of more than 4300 digits, which repr refuses
         return f"<an integer of {value.bit_length()} bits>" if isinstance(value, int) else "<a value>"
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS - 20]}...{text[-17:]}"
 
 
 # --- dataclasses ----------------------------------------------------------------------------------------
