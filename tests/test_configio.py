@@ -122,3 +122,27 @@ def test_overrides_set_dotted_keys() -> None:
         apply_overrides({"a": {"b": 1}}, ["a.b.c=1"])
     with pytest.raises(ValueError, match=r"override 'a=\{b': the value is not valid YAML \(line 1, column 3"):
         apply_overrides({}, ["a={b"])
+
+
+def test_shown_cuts_any_value_short() -> None:
+    """Values in messages: repr as usual when short, cut with ... when long, never built in full."""
+    from tformer.configio import shown
+
+    assert shown([1, 2]) == "[1, 2]" and shown("abc") == "'abc'" and shown(0.5) == "0.5"
+    assert len(shown("x" * 1_000_000)) < 80 and "..." in shown("x" * 1_000_000)
+    assert len(shown([[list(range(100))] * 100] * 100)) < 120
+    assert shown(10**5000).startswith("<an integer of")  # repr itself refuses more than 4300 digits
+
+
+def test_repeated_keys_are_compared_as_yaml_reads_them() -> None:
+    """`1:` and `"1":` are different keys (an int and a string); `a:` twice is one key given twice."""
+    assert parse_yaml('{1: a, "1": b}', what="x") == {1: "a", "1": "b"}
+    with pytest.raises(ValueError, match=r"x: key 'a' is given twice in one mapping \(lines 1 and 3\)"):
+        parse_yaml("a: 1\nb: 2\na: 3\n", what="x")
+
+
+def test_flat_keys() -> None:
+    from tformer.configio import flat_keys
+
+    assert flat_keys({"train": {"seed": 0, "optim": {"lr": 1.0}}, "task": "lm"}) == {
+        "train.seed": 0, "train.optim.lr": 1.0, "task": "lm"}

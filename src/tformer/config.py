@@ -22,7 +22,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-from tformer.configio import check_literals, from_dict, to_dict, with_default
+from tformer.configio import check_finite, check_literals, from_dict, to_dict, with_default
 
 Activation = Literal["relu", "gelu", "gelu_tanh", "silu", "swiglu", "geglu"]
 NormKind = Literal["layernorm", "rmsnorm"]
@@ -67,6 +67,7 @@ class NormConfig:
 
     def __post_init__(self) -> None:
         check_literals(self, where="norm.")  # kind, placement
+        check_finite(self, where="norm.")
         if not self.eps > 0:
             raise ValueError(f"norm.eps={self.eps!r} must be > 0")
         if self.final is None:
@@ -86,6 +87,7 @@ class PositionConfig:
 
     def __post_init__(self) -> None:
         check_literals(self, where="positions.")  # kind, sinusoid_layout
+        check_finite(self, where="positions.")
         if not self.rope_theta > 0:
             raise ValueError(f"positions.rope_theta={self.rope_theta!r} must be > 0")
 
@@ -149,6 +151,7 @@ class DropoutConfig:
     activation: float = 0.0  # inside the feed-forward, after the non-linearity
 
     def __post_init__(self) -> None:
+        check_finite(self, where="dropout.")
         for f in dataclasses.fields(self):
             _probability(f"dropout.{f.name}", getattr(self, f.name))
 
@@ -164,6 +167,7 @@ class InitConfig:
 
     def __post_init__(self) -> None:
         check_literals(self, where="init.")  # kind
+        check_finite(self, where="init.")
         if not self.std > 0:
             raise ValueError(f"init.std={self.std!r} must be > 0")
 
@@ -202,6 +206,7 @@ class TransformerConfig:
             value = with_default(f, cls, value)  # a shorthand expanded, a partial dict over the default
             if isinstance(value, dict):
                 setattr(self, f.name, from_dict(cls, value, where=f"{f.name}."))
+        check_finite(self)  # a family's own floats (classifier_dropout)
         for name in ("vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "max_len"):
             _positive(name, getattr(self, name))
         if self.head_dim is None:

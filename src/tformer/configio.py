@@ -1,13 +1,18 @@
 """Plain data (YAML) in and out of typed dataclasses: the package's one strict loader.
 
     read_yaml(path, what=)        the mapping in a YAML file; every problem a one-line ValueError
-    parse_yaml(text, what=)       one YAML value (a `key=value` override's value)
+    parse_yaml(text, what=)       one YAML value (a `key=value` override's value); both read with
+                                  `StrictLoader`: safe tags only, a key given twice in a mapping refused
+                                  (with both lines), aliases bounded (MAX_ALIAS_NODES: no alias bomb)
     apply_overrides(data, items)  `a.b.c=value` overrides into nested dicts
     dump_yaml(data)               the text written back (recipe.yaml, a checkpoint's config.yaml)
-    from_dict(cls, data)          a dataclass from nested dicts: an unknown key, a wrong type or a value
-                                  outside a `Literal[...]` is a ValueError naming the dotted key
+    from_dict(cls, data)          a dataclass from nested dicts: an unknown key, a wrong type, a value
+                                  outside a `Literal[...]`, a float that is not finite or an integer
+                                  beyond 64 bits is a ValueError naming the dotted key
     to_dict(config)               the dataclass as nested dicts
     check_literals(config)        the `Literal[...]` fields of a dataclass built directly in Python
+    check_finite(config)          its float fields (finite), likewise
+    shown(value)                  a value in a message: its repr, cut to about 80 characters
 
 A field typed `Literal["a", "b"]` lists its allowed values once, in the type; both the loader and the
 dataclasses' `__post_init__` check against it, with one message: `name='c' is not allowed; choose one of
@@ -18,6 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
+import reprlib
 import types
 import typing
 from pathlib import Path
@@ -34,7 +41,7 @@ C = TypeVar("C")
 def read_yaml(path: str | Path, *, what: str) -> dict | None:
     """The mapping in YAML file `path`, or None when the file is empty. `what` names the file in the
     errors (e.g. "config file recipe.yaml"): it does not exist, is not UTF-8, is not valid YAML (with the
-    line and column), or holds something other than a mapping."""
+    line and column), repeats a key, expands aliases too far, or holds something other than a mapping."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{what} does not exist")
@@ -49,12 +56,20 @@ def read_yaml(path: str | Path, *, what: str) -> dict | None:
 
 
 def parse_yaml(text: str, *, what: str) -> Any:
-    """`yaml.safe_load(text)`; a syntax error is a ValueError `<what> is not valid YAML (line L, column C:
-    problem)`."""
+    """One YAML document, read by `StrictLoader` (safe tags only, no repeated key, aliases bounded); every
+    problem is a one-line ValueError naming `what`: `<what> is not valid YAML (line L, column C: problem)`,
+    or `<what>: <problem>` for a repeated key or an alias bomb."""
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=StrictLoader)  # noqa: S506 (StrictLoader is a SafeLoader)
+    except Refused as e:
+        raise ValueError(f"{what}: {e}") from None
     except yaml.YAMLError as e:
         raise ValueError(f"{what} is not valid YAML ({yaml_problem(e)})") from None
+    except RecursionError:
+        raise ValueError(f"{what} is not valid YAML (nested too deeply)") from None
+    except ValueError as e:  # a constructor's own refusal: int() of more than 4300 digits, a date 2024-13-45
+        problem = "an integer of more than 4300 digits" if "4300 digits" in str(e) else " ".join(str(e).split())
+        raise ValueError(f"{what} is not valid YAML ({shown(problem)[1:-1]})") from None
 
 
 def yaml_problem(e: yaml.YAMLError) -> str:
@@ -65,9 +80,89 @@ def yaml_problem(e: yaml.YAMLError) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
 
 
+# A document's aliases may add at most this many nodes to it (counted as expanded, an alias of an alias
+# included). A recipe or a checkpoint's config.yaml is a few hundred nodes; the package never writes an
+# alias; and aliases are the one YAML feature by which a small file grows without bound (the "billion
+# laughs": nine aliases of nine aliases of ... expand to 9**9 nodes), in memory or in an error message.
+# So a recipe may still share a small block (`&optim` ... `*optim`), and a bomb is refused before it is built.
+MAX_ALIAS_NODES = 1000
+
+
+class Refused(yaml.YAMLError):
+    """Valid YAML that the strict loader refuses: a repeated key, aliases that expand too far."""
+
+
+class StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader (plain data only: no Python objects, no code) that also refuses a key given twice
+    in one mapping (YAML 1.2 requires keys to be unique; PyYAML keeps the last, silently) and aliases that
+    would expand the document by more than MAX_ALIAS_NODES nodes, or into itself."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.aliases: list[tuple[str, int, yaml.Node]] = []  # (anchor, the line using it, the node it names)
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
+        alias = self.peek_event() if self.check_event(yaml.AliasEvent) else None
+        node = super().compose_node(parent, index)
+        if alias is not None:
+            self.aliases.append((alias.anchor, alias.start_mark.line + 1, node))
+        return node
+
+    def compose_document(self) -> yaml.Node:
+        node = super().compose_document()
+        check_aliases(node, self.aliases)
+        return node
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        first: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # a merge key (`<<: *base`) may be overridden by the keys given beside it
+            key, line = self.construct_object(key_node), key_node.start_mark.line + 1
+            if key in first:
+                raise Refused(f"key {shown(key)} is given twice in one mapping (lines {first[key]} and {line}); "
+                              "give each key once")
+            first[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def check_aliases(root: yaml.Node | None, aliases: list[tuple[str, int, yaml.Node]]) -> None:
+    """Refuse a composed document whose aliases expand it by more than MAX_ALIAS_NODES nodes, or one with an
+    alias inside the node it names (which never ends); the message names the alias and its line."""
+    if root is None or not aliases:
+        return
+    sizes: dict[int, int] = {}  # id(node) -> its size, expanded
+    counting: set[int] = set()  # the nodes being counted: meeting one again is a cycle
+
+    def size(node: yaml.Node) -> int:
+        if id(node) in counting:
+            anchor, line = next((a, n) for a, n, target in aliases if target is node)
+            raise Refused(f"alias *{anchor} (line {line}) is used inside the node it names, so it never ends")
+        if id(node) not in sizes:
+            counting.add(id(node))
+            parts = node.value if isinstance(node, yaml.CollectionNode) else []
+            children = [c for pair in parts for c in pair] if isinstance(node, yaml.MappingNode) else parts
+            sizes[id(node)] = 1 + sum(size(c) for c in children)
+            counting.discard(id(node))
+        return sizes[id(node)]
+
+    added = size(root) - len(sizes)
+    if added > MAX_ALIAS_NODES:
+        anchor, line, _ = max(aliases, key=lambda a: sizes[id(a[2])])
+        raise Refused(f"its aliases expand it by {added} nodes (the largest: *{anchor}, line {line}), more than "
+                      f"the {MAX_ALIAS_NODES} allowed; write the repeated parts out")
+
+
+class _PlainDumper(yaml.SafeDumper):
+    """Writes an object met twice in full, never as an anchor and alias (which StrictLoader bounds)."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def dump_yaml(data: dict) -> str:
-    """YAML text of plain data, keys in their given order."""
-    return yaml.safe_dump(data, sort_keys=False)
+    """YAML text of plain data, keys in their given order, without aliases."""
+    return yaml.dump(data, Dumper=_PlainDumper, sort_keys=False)
 
 
 def apply_overrides(data: dict, overrides: list[str] | tuple[str, ...]) -> dict:
@@ -76,9 +171,20 @@ def apply_overrides(data: dict, overrides: list[str] | tuple[str, ...]) -> dict:
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise ValueError(f"override {item!r} is not key=value (e.g. train.max_steps=100)")
-        set_dotted(data, key, parse_yaml(value, what=f"override {item!r}: the value"))
+            raise ValueError(f"override {shown(item)} is not key=value (e.g. train.max_steps=100)")
+        set_dotted(data, key, parse_yaml(value, what=f"override {shown(item)}: the value"))
     return data
+
+
+def flat_keys(data: dict, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as one dict of dotted keys (`{"train": {"seed": 0}}` -> `{"train.seed": 0}`)."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(flat_keys(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 def set_dotted(data: dict, key: str, value: Any) -> None:
@@ -87,8 +193,27 @@ def set_dotted(data: dict, key: str, value: Any) -> None:
     for part in parents:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
-            raise ValueError(f"override {key!r}: {part!r} is not a section")
+            raise ValueError(f"override {shown(key)}: {shown(part)} is not a section")
     node[last] = value
+
+
+# --- messages -------------------------------------------------------------------------------------------
+
+_SHORT = reprlib.Repr()  # bounds what is built: a few items of a few levels, strings and numbers cut
+_SHORT.maxstring = _SHORT.maxother = 60
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 6
+_SHORT.maxlevel = 3
+SHOWN_CHARS = 80
+
+
+def shown(value: object) -> str:
+    """`repr(value)` for a message, at most SHOWN_CHARS characters however large the value: a long string, a
+    big list or nested mapping are cut with `...` (and never built in full, so a huge value costs nothing)."""
+    try:
+        text = _SHORT.repr(value)
+    except ValueError:  # an int of more than 4300 digits, which repr refuses
+        return f"<an integer of {value.bit_length()} bits>" if isinstance(value, int) else "<a value>"
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS - 20]}...{text[-17:]}"
 
 
 # --- dataclasses ----------------------------------------------------------------------------------------
@@ -112,7 +237,7 @@ def from_dict(cls: type[C], data: dict, *, where: str = "") -> C:
     for key, value in data.items():
         name = f"{where}{key}"
         if key not in known:
-            raise ValueError(f"unknown config key {name!r}; known keys: {', '.join(sorted(known))}")
+            raise ValueError(f"unknown config key {shown(name)}; known keys: {', '.join(sorted(known))}")
         kwargs[key] = _coerce(hints[key], with_default(known[key], hints[key], value), name)
     return cls(**kwargs)
 
@@ -138,7 +263,7 @@ def given(config: Any) -> dict:
 def check_choice(name: str, value: object, allowed: tuple) -> None:
     """`value` must be one of `allowed`: the one message for a value outside a choice."""
     if value not in allowed:
-        raise ValueError(f"{name}={value!r} is not allowed; choose one of {', '.join(map(str, allowed))}")
+        raise ValueError(f"{name}={shown(value)} is not allowed; choose one of {', '.join(map(str, allowed))}")
 
 
 def check_literals(config: Any, *, where: str = "") -> None:
@@ -157,6 +282,9 @@ def _hints(cls: type) -> dict[str, Any]:
 
 
 def _coerce(hint: Any, value: Any, name: str) -> Any:
+    if value is None and hint in (str, int, float, bool):
+        expected = {str: "str", int: "an integer", float: "float", bool: "true or false"}[hint]
+        raise ValueError(f"config key {shown(name)} is empty (null); expected {expected}")
     if dataclasses.is_dataclass(hint):
         return value if isinstance(value, hint) else from_dict(hint, value, where=f"{name}.")
     origin = typing.get_origin(hint)
@@ -167,27 +295,63 @@ def _coerce(hint: Any, value: Any, name: str) -> Any:
         return value
     if origin in (list, tuple):
         if not isinstance(value, list | tuple):
-            raise ValueError(f"config key {name!r}={value!r} has the wrong type; expected a list")
+            raise ValueError(f"config key {shown(name)}={shown(value)} has the wrong type; expected a list")
         (item,) = typing.get_args(hint)[:1] or (Any,)
         return origin(_coerce(item, v, f"{name}[{i}]") for i, v in enumerate(value))
     if hint is Any:
         return value
-    if hint is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if hint is float and isinstance(value, str):
-        try:  # YAML 1.1 (PyYAML) reads 1e-4, without a dot, as a string
-            return float(value)
-        except ValueError:
-            pass
+    if hint is float:
+        return _coerce_float(value, name)
     if hint is bool and not isinstance(value, bool):
-        raise ValueError(f"config key {name!r}={value!r} has the wrong type; expected true or false")
+        raise ValueError(f"config key {shown(name)}={shown(value)} has the wrong type; expected true or false")
     if hint is int and (isinstance(value, bool) or not isinstance(value, int)):
-        raise ValueError(f"config key {name!r}={value!r} has the wrong type; expected an integer")
+        raise ValueError(f"config key {shown(name)}={shown(value)} has the wrong type; expected an integer")
+    if hint is int and not -INT_LIMIT <= value < INT_LIMIT:
+        raise OutOfRange(f"config key {shown(name)}={shown(value)} is out of range; an integer here must lie "
+                         "in [-2**63, 2**63)")
     if hint is dict and not isinstance(value, dict):
-        raise ValueError(f"config key {name!r}={value!r} has the wrong type; expected a mapping")
-    if hint in (float, str) and not isinstance(value, hint):
-        raise ValueError(f"config key {name!r}={value!r} has the wrong type; expected {hint.__name__}")
+        raise ValueError(f"config key {shown(name)}={shown(value)} has the wrong type; expected a mapping")
+    if hint is str and not isinstance(value, str):
+        raise ValueError(f"config key {shown(name)}={shown(value)} has the wrong type; expected str")
     return value
+
+
+INT_LIMIT = 2**63  # every integer of a config fits a signed 64-bit integer (torch, numpy and tokenizers need it)
+
+
+class OutOfRange(ValueError):
+    """A value of the right type outside what any field of that type allows (a float that is not finite, an
+    integer beyond 64 bits): reported as such, even where a union would try the next type."""
+
+
+def _coerce_float(value: Any, name: str) -> float:
+    """A float field's value: a float, an int, or a string such as "1e-4" (YAML 1.1, which PyYAML follows,
+    reads an exponent without a dot as a string); it must be finite (`.inf`, `.nan`, `1e999` are refused)."""
+    number = value
+    if isinstance(value, str | int) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except ValueError:  # not a number: the wrong type, below
+            pass
+        except OverflowError:  # an integer beyond the float range
+            number = math.inf
+    if not isinstance(number, float):
+        raise ValueError(f"config key {shown(name)}={shown(value)} has the wrong type; expected float")
+    if not math.isfinite(number):
+        raise OutOfRange(f"config key {shown(name)}={shown(value)} is not a finite number")
+    return number
+
+
+def check_finite(config: Any, *, where: str = "") -> None:
+    """Every float of dataclass `config` (a field typed float, float | None or tuple[float, ...]) must be
+    finite: the check of a config built in Python, which `from_dict` makes of every one it reads."""
+    for name, hint in _hints(type(config)).items():
+        if float not in (hint, *typing.get_args(hint)):
+            continue
+        value = getattr(config, name)
+        values = value if isinstance(value, tuple | list) else (value,)
+        if any(isinstance(v, float) and not math.isfinite(v) for v in values):
+            raise OutOfRange(f"{where}{name}={shown(value)} is not a finite number")
 
 
 def _coerce_union(hint: Any, value: Any, name: str) -> Any:
@@ -199,9 +363,11 @@ def _coerce_union(hint: Any, value: Any, name: str) -> Any:
             continue
         try:
             return _coerce(option, value, name)
+        except OutOfRange:
+            raise
         except ValueError:
             continue
-    raise ValueError(f"config key {name!r}={value!r} has the wrong type; expected {_type_name(hint)}")
+    raise ValueError(f"config key {shown(name)}={shown(value)} has the wrong type; expected {_type_name(hint)}")
 
 
 def _type_name(hint: Any) -> str:
@@ -209,6 +375,7 @@ def _type_name(hint: Any) -> str:
 
 
 __all__ = [
-    "apply_overrides", "check_choice", "check_literals", "dump_yaml", "from_dict", "given", "parse_yaml",
-    "read_yaml", "set_dotted", "to_dict", "yaml_problem",
+    "MAX_ALIAS_NODES", "OutOfRange", "StrictLoader", "apply_overrides", "check_choice", "check_finite",
+    "check_literals", "dump_yaml", "flat_keys", "from_dict", "given", "parse_yaml", "read_yaml", "set_dotted",
+    "shown", "to_dict", "yaml_problem",
 ]

@@ -43,5 +43,5 @@ def test_text_refuses_bytes_that_are_not_utf8() -> None:
 @pytest.mark.parametrize("field", ["lenpen", "max_len_a"])
 @pytest.mark.parametrize("value", [float("nan"), float("inf")])
 def test_decode_config_refuses_non_finite_numbers(field: str, value: float) -> None:
-    with pytest.raises(ValueError, match=f"decode.{field}={value} must be a finite number"):
+    with pytest.raises(ValueError, match=f"decode.{field}={value} is not a finite number"):
         DecodeConfig(**{field: value})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from pathlib import Path
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -32,5 +33,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(stop_summary(state))
     metrics = state.get("metrics", {})
     print(f"step {state['step']}: " + ", ".join(f"{k} {v:.3f}" for k, v in metrics.items()))
-    print(f"checkpoints in {recipe.out_dir}/last and {recipe.out_dir}/best")
+    saved = [f"{recipe.out_dir}/{name}" for name in ("last", "best") if (Path(recipe.out_dir) / name).is_dir()]
+    print(f"checkpoints in {' and '.join(saved)}" if saved else "no checkpoint was written")
     return 0

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from tformer.config import TransformerConfig, family_of
+from tformer.configio import check_choice, dump_yaml, flat_keys, parse_yaml, read_yaml, shown, to_dict
 from tformer.data.device import device_of, to_device
 from tformer.tokenization import check_vocabulary, load_tokenizer
 from tformer.training.checkpoint import load_config, load_model, tokenizer_dir
@@ -33,6 +34,49 @@ class ModelSpec:
 
     preset: str
     overrides: dict = field(default_factory=dict)  # nested config values over the preset
+
+
+def check_recipe(recipe: Any) -> None:
+    """What every task's recipe must hold, checked when it is built (its `__post_init__`), so that nothing
+    that could fail at the first evaluation fails after the training it would lose: an `out_dir` that names
+    a directory (an empty one would train into the current directory), and a `train.best_metric` among the
+    metrics the task's evaluation reports (the recipe class's METRICS), else no `best` is ever chosen."""
+    if not isinstance(recipe.out_dir, str) or not recipe.out_dir.strip():
+        raise ValueError(f"out_dir={shown(recipe.out_dir)} must name a directory for the run (e.g. "
+                         f"runs/{recipe.task}); use . for the current directory")
+    check_choice("train.best_metric", recipe.train.best_metric, type(recipe).METRICS)
+
+
+# A resumed run continues the one in OUT_DIR exactly, so its recipe may differ from the saved recipe.yaml only
+# in when the run stops, logs, evaluates and saves, where it runs (train.accum_steps is per rank, so it
+# changes with the number of ranks, which a resumed run may change), and how it decodes or samples afterwards
+# (a key here, or under a section ending in "."). The model is checked against the checkpoint's own config
+# (`training.resume.check_resumable`); anything else (the learning rate and schedule, the seed, the data) would
+# silently not apply, or apply to half a run, so it is refused.
+RESUME_MAY_CHANGE = ("out_dir", "train.max_steps", "train.time_budget_min", "train.eval_every", "train.log_every",
+                     "train.save_every", "train.keep_last", "train.max_bad_steps", "train.device", "train.distributed",
+                     "train.accum_steps", "model.", "decode.", "sample.")
+
+
+def check_resumed_recipe(out_dir: Path, recipe: Any) -> None:
+    """Refuse to resume the run in `out_dir` with a recipe that changes what it trains: one line naming every
+    changed key with its old and new value. A run without recipe.yaml (trained through the Python API
+    without one) is not checked."""
+    path = out_dir / "recipe.yaml"
+    if not path.is_file():
+        return
+    saved = flat_keys(read_yaml(path, what=f"cannot resume: {path}") or {})
+    now = flat_keys(parse_yaml(dump_yaml(to_dict(recipe)), what="the recipe"))  # as recipe.yaml would hold it
+    changed = [key for key in sorted(saved.keys() & now.keys()) if saved[key] != now[key] and not _may_change(key)]
+    if changed:
+        what = "; ".join(f"{key} {shown(saved[key])} -> {shown(now[key])}" for key in changed)
+        raise ValueError(f"cannot resume {out_dir / 'last'} with a changed recipe ({what}): a resumed run trains as "
+                         f"{path} says; only when it stops, logs, evaluates and saves may change; start a new "
+                         "out_dir for the new settings")
+
+
+def _may_change(key: str) -> bool:
+    return any(key == k or (k.endswith(".") and key.startswith(k)) for k in RESUME_MAY_CHANGE)
 
 
 # --- training -------------------------------------------------------------------------------------------
@@ -57,6 +101,8 @@ def run_task(recipe: Any, setup: Callable[[Any], Setup], *, resume: bool, progre
     Then, on the main process of a run that was not interrupted, `finish(state, setup)` (if given) does
     the task's last part and returns the state to hand back."""
     out_dir = Path(recipe.out_dir)
+    if resume:
+        check_resumed_recipe(out_dir, recipe)
     torch.manual_seed(recipe.train.seed)
     built = setup(resumed_tokenizer(out_dir) if resume else None)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -151,5 +197,5 @@ def load_checkpoint(path: str | Path, *, command: str | None = None) -> tuple[nn
     return model, config, tokenizer
 
 
-__all__ = ["ModelSpec", "Setup", "check_kind", "checkpoint_kind", "load_checkpoint", "run_task", "token_loss",
-           "token_nll"]
+__all__ = ["RESUME_MAY_CHANGE", "ModelSpec", "Setup", "check_kind", "check_recipe", "check_resumed_recipe",
+           "checkpoint_kind", "load_checkpoint", "run_task", "token_loss", "token_nll"]

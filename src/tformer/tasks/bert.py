@@ -28,19 +28,22 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tformer.config import BertConfig
+from tformer.configio import check_finite
 from tformer.data.device import device_of, to_device
 from tformer.data.mlm import IGNORE, mask_tokens
 from tformer.data.nsp import collate_pairs, length_batches, make_pairs
 from tformer.data.text import load_text_corpus, read_texts
 from tformer.models.bert import BertForPretraining
 from tformer.models.presets import preset
-from tformer.tasks.base import ModelSpec, Setup, run_task
+from tformer.tasks.base import ModelSpec, Setup, check_recipe, run_task
 from tformer.tokenization.wordpiece import WordPieceTokenizer
 from tformer.training.config import TrainConfig
 from tformer.training.optim import OptimConfig
 from tformer.training.schedules import ScheduleConfig
 
 CORPORA = ("bbc", "bible", "files")
+# what PretrainTask.evaluate reports
+EVAL_METRICS = ("valid_loss", "mlm_loss", "mlm_accuracy", "nsp_loss", "nsp_accuracy")
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'A-Z])")
 
 
@@ -57,6 +60,7 @@ class PretrainDataConfig:
     eval_pairs: int = 2000  # validation pairs (at most)
 
     def __post_init__(self) -> None:
+        check_finite(self, where="data.")
         bad = [c for c in self.corpora if c not in CORPORA]
         if bad or not self.corpora:
             raise ValueError(f"data.corpora={self.corpora!r}: each must be one of {', '.join(CORPORA)}")
@@ -81,11 +85,16 @@ def _pretrain_train_config() -> TrainConfig:
 
 @dataclass(kw_only=True)
 class PretrainRecipe:
+    METRICS = EVAL_METRICS  # what train.best_metric may name
+
     task: str = "bert"
     out_dir: str = "runs/bert"
     data: PretrainDataConfig = field(default_factory=PretrainDataConfig)
     model: ModelSpec = field(default_factory=lambda: ModelSpec(preset="bert-tiny"))
     train: TrainConfig = field(default_factory=_pretrain_train_config)
+
+    def __post_init__(self) -> None:
+        check_recipe(self)
 
 
 # --- documents -----------------------------------------------------------------------------------------

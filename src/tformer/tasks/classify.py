@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tformer.config import BertConfig
+from tformer.configio import shown
 from tformer.data.device import device_of, to_device
 from tformer.data.labelled import Labelled, load_bbc_topics, load_sentiment, read_labelled
 from tformer.data.lines import TRUNCATE_NOTE, check_line_lengths
@@ -34,7 +35,7 @@ from tformer.data.nsp import length_batches
 from tformer.data.padding import pad, valid_mask
 from tformer.models.bert import BertClassifier
 from tformer.models.presets import preset
-from tformer.tasks.base import ModelSpec, Setup, load_checkpoint, run_task
+from tformer.tasks.base import ModelSpec, Setup, check_recipe, load_checkpoint, run_task
 from tformer.tokenization.hf import check_vocabulary, load_tokenizer
 from tformer.tokenization.wordpiece import WordPieceTokenizer
 from tformer.training.checkpoint import load_model
@@ -43,6 +44,7 @@ from tformer.training.optim import OptimConfig
 from tformer.training.schedules import ScheduleConfig
 
 CORPORA = ("bbc", "sentiment", "files")
+EVAL_METRICS = ("valid_loss", "accuracy")  # what ClassifyTask.evaluate reports
 
 
 @dataclass(kw_only=True)
@@ -82,11 +84,16 @@ def _classify_train_config() -> TrainConfig:
 
 @dataclass(kw_only=True)
 class ClassifyRecipe:
+    METRICS = EVAL_METRICS  # what train.best_metric may name
+
     task: str = "classify"
     out_dir: str = "runs/classify"
     data: ClassifyDataConfig = field(default_factory=ClassifyDataConfig)
     model: ClassifyModelSpec = field(default_factory=lambda: ClassifyModelSpec(preset="bert-tiny"))
     train: TrainConfig = field(default_factory=_classify_train_config)
+
+    def __post_init__(self) -> None:
+        check_recipe(self)
 
 
 def load_split(data: ClassifyDataConfig, split: str, *, names: list[str] | None = None) -> Labelled:
@@ -208,9 +215,19 @@ def build_classifier(recipe: ClassifyRecipe, train: Labelled, *,
     return BertClassifier(config), tokenizer
 
 
+def check_labels(train: Labelled, data: ClassifyDataConfig) -> None:
+    """A classifier learns to tell labels apart: training data of one label would give a model that always
+    answers it (with "accuracy 1.000" on validation data of that label)."""
+    if len(train.names) < 2:
+        where = f"data.train={data.train}" if data.corpus == "files" else f"data.corpus={data.corpus}"
+        raise ValueError(f"{where} has 1 label ({shown(train.names[0]) if train.names else 'none'}); a classifier "
+                         "needs training examples of at least 2 labels")
+
+
 def train_classifier(recipe: ClassifyRecipe, *, resume: bool = False, progress: bool = True) -> dict[str, Any]:
     """Train (or resume) the classifier, then score its best checkpoint on the test split (if there is one)."""
     train = load_split(recipe.data, "train")
+    check_labels(train, recipe.data)
 
     def setup(tokenizer: Any) -> Setup:
         valid = load_split(recipe.data, "validation", names=train.names)

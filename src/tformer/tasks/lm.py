@@ -35,11 +35,12 @@ import torch
 from torch import Tensor, nn
 
 from tformer.config import GPTConfig
+from tformer.configio import check_finite
 from tformer.data.text import load_text_corpus, read_texts
 from tformer.decoding import generate
 from tformer.decoding.sampling import check_sampling
 from tformer.models.presets import build_model, preset
-from tformer.tasks.base import ModelSpec, Setup, run_task, token_loss, token_nll
+from tformer.tasks.base import ModelSpec, Setup, check_recipe, run_task, token_loss, token_nll
 from tformer.tokenization.bpe import BPETokenizer
 from tformer.tokenization.char import CharTokenizer
 from tformer.training.checkpoint import load_model
@@ -51,6 +52,7 @@ from tformer.training.schedules import ScheduleConfig
 SPLITS = ("train", "valid", "test")
 CORPORA = ("bible", "bbc", "files")
 TOKENIZERS = ("char", "bpe")
+EVAL_METRICS = ("valid_loss", "valid_ppl", "bits_per_char")  # what LMTask.evaluate reports
 
 
 @dataclass(kw_only=True)
@@ -88,6 +90,7 @@ class SampleConfig:
     top_p: float | None = None  # nucleus: the fewest most likely tokens holding this probability (None: all)
 
     def __post_init__(self) -> None:
+        check_finite(self, where="sample.")
         if self.max_new_tokens < 0:
             raise ValueError(f"sample.max_new_tokens={self.max_new_tokens} must be >= 0")
         if self.temperature < 0:
@@ -107,12 +110,17 @@ def _lm_train_config() -> TrainConfig:
 
 @dataclass(kw_only=True)
 class LMRecipe:
+    METRICS = EVAL_METRICS  # what train.best_metric may name
+
     task: str = "lm"
     out_dir: str = "runs/lm"
     data: LMDataConfig = field(default_factory=LMDataConfig)
     model: ModelSpec = field(default_factory=lambda: ModelSpec(preset="gpt-tiny"))
     train: TrainConfig = field(default_factory=_lm_train_config)
     sample: SampleConfig = field(default_factory=SampleConfig)
+
+    def __post_init__(self) -> None:
+        check_recipe(self)
 
 
 def load_split(data: LMDataConfig, split: str) -> list[str]:

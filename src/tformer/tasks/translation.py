@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from tformer.config import Seq2SeqConfig
-from tformer.configio import from_dict, read_yaml
+from tformer.configio import check_finite, from_dict, read_yaml
 from tformer.data import collate, limit_lengths, load_bible, read_parallel
 from tformer.data.batching import Batch, TokenBatchSampler
 from tformer.data.device import device_of
@@ -30,11 +30,21 @@ from tformer.decoding import beam_search, greedy
 from tformer.evaluation import Scores, score_corpus
 from tformer.files import write_atomic
 from tformer.models.presets import build_model, preset
-from tformer.tasks.base import ModelSpec, Setup, check_kind, load_checkpoint, run_task, token_loss, token_nll
+from tformer.tasks.base import (
+    ModelSpec,
+    Setup,
+    check_kind,
+    check_recipe,
+    load_checkpoint,
+    run_task,
+    token_loss,
+    token_nll,
+)
 from tformer.tokenization.bpe import BPETokenizer
 from tformer.training.config import TrainConfig
 
 SPLITS = ("train", "valid", "test")
+EVAL_METRICS = ("valid_loss", "valid_ppl", "bleu", "chrf")  # what TranslationTask.evaluate reports
 
 
 @dataclass(kw_only=True)
@@ -59,9 +69,11 @@ class DataConfig:
             raise ValueError(f"data.more_sources={self.more_sources!r} needs data.corpus='bible'")
         if self.corpus == "files" and not (self.train and self.valid):
             raise ValueError("data.corpus='files' needs data.train and data.valid (paths to .tsv, .jsonl or 'a,b')")
-        for name in ("vocab_size", "max_len", "max_tokens"):
+        for name in ("vocab_size", "max_len", "max_tokens", "bleu_sentences"):
             if getattr(self, name) < 1:
                 raise ValueError(f"data.{name}={getattr(self, name)} must be a positive integer")
+        if self.curriculum_epochs < 0:
+            raise ValueError(f"data.curriculum_epochs={self.curriculum_epochs} must be >= 0 (0: no curriculum)")
 
 
 @dataclass(kw_only=True)
@@ -73,23 +85,29 @@ class DecodeConfig:
     batch_size: int = 64  # sentences per decoding batch
 
     def __post_init__(self) -> None:
+        check_finite(self, where="decode.")
         if self.beam < 1:
             raise ValueError(f"decode.beam={self.beam} must be at least 1")
         if self.batch_size < 1:
             raise ValueError(f"decode.batch_size={self.batch_size} must be at least 1")
-        for name in ("lenpen", "max_len_a"):  # nan would rank every hypothesis equal, inf break the length cap
-            if not math.isfinite(getattr(self, name)):
-                raise ValueError(f"decode.{name}={getattr(self, name)} must be a finite number")
+        if self.max_len_a < 0 or self.max_len_b < 0:
+            raise ValueError(f"decode.max_len_a={self.max_len_a} and decode.max_len_b={self.max_len_b} must be >= 0 "
+                             "(at most a * source length + b target tokens)")
 
 
 @dataclass(kw_only=True)
 class TranslationRecipe:
+    METRICS = EVAL_METRICS  # what train.best_metric may name
+
     task: str = "translation"
     out_dir: str = "runs/translation"
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelSpec = field(default_factory=lambda: ModelSpec(preset="transformer-tiny"))
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    def __post_init__(self) -> None:
+        check_recipe(self)
 
 
 def load_split(data: DataConfig, split: str) -> list[tuple[str, str]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from tformer.configio import check_finite
 from tformer.training import distributed as dist
 from tformer.training.optim import OptimConfig
 from tformer.training.schedules import ScheduleConfig
@@ -29,10 +30,13 @@ class TrainConfig:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
 
     def __post_init__(self) -> None:
+        check_finite(self, where="train.")
         for name in ("max_steps", "accum_steps", "eval_every", "log_every", "keep_last", "max_bad_steps"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"train.{name}={value!r} must be a positive integer")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or not 0 <= self.seed < 2**63:
+            raise ValueError(f"train.seed={self.seed!r} must be an integer in [0, 2**63) (torch and numpy seeds)")
         if self.save_every is not None and (not isinstance(self.save_every, int) or self.save_every < 1):
             raise ValueError(f"train.save_every={self.save_every!r} must be a positive integer or null")
         if not 0.0 <= self.label_smoothing < 1.0:

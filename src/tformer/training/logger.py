@@ -1,5 +1,9 @@
 """The training loop's log: one JSON object a line in out_dir/metrics.jsonl (what `tformer plot curves` and
-`tformer report` read), and the same scalars to TensorBoard when it is installed."""
+`tformer report` read), and the same scalars to TensorBoard when it is installed.
+
+Every line is strict JSON: a number that is not finite (a diverged loss, an infinite gradient norm) is
+written as null, never as the bare NaN / Infinity that Python's json writes by default and other readers
+refuse."""
 
 from __future__ import annotations
 
@@ -31,7 +35,7 @@ class Logger:
             self.tb = None
 
     def write(self, record: dict[str, Any]) -> None:
-        self.file.write(json.dumps(record) + "\n")
+        self.file.write(json.dumps({k: _finite_or_none(v) for k, v in record.items()}, allow_nan=False) + "\n")
         self.file.flush()
         if self.tb is not None:
             for key, value in record.items():
@@ -42,6 +46,10 @@ class Logger:
         self.file.close()
         if self.tb is not None:
             self.tb.close()
+
+
+def _finite_or_none(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def _logged_step(line: str) -> float:

@@ -256,14 +256,26 @@ def _report_bad_step(bad_steps: list[int], loss: float, grad_norm: float, train:
     if len(bad_steps) >= train.max_bad_steps:
         raise RuntimeError(f"stopping at step {step}: {len(bad_steps)} tries in a row had a non-finite loss or "
                            f"gradient (train.max_bad_steps={train.max_bad_steps}); lower optim.lr or lengthen the "
-                           f"warm-up; the last checkpoint is {out_dir / 'last'}")
+                           f"warm-up; {_saved(out_dir)}")
+
+
+def _saved(out_dir: Path) -> str:
+    """Where the run's work is kept, for a message: `last` only if it exists."""
+    last = out_dir / "last"
+    return f"the last checkpoint is {last}" if last.is_dir() else "no checkpoint was saved (none was due yet)"
 
 
 def _evaluate(model: nn.Module, task: Task, train: TrainConfig, state: dict, log: Logger | None,
               checkpoints: Checkpoints) -> None:
     """Every rank evaluates the whole model (identical metrics, so that the ranks agree on `best`)."""
     model.eval()
-    metrics = task.evaluate(model)
+    try:
+        metrics = task.evaluate(model)
+    except Exception as e:  # keep the steps trained so far; --resume continues once the cause is fixed
+        checkpoints.save("last", state)
+        e.add_note(f"the evaluation at step {state['step']} failed; the steps trained so far are saved in "
+                   f"{checkpoints.out_dir / 'last'}")
+        raise
     if log is not None:
         log.write({"step": state["step"], **{f"eval/{k}": v for k, v in metrics.items()}})
     value = metrics.get(train.best_metric)

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from tformer.configio import check_finite
+
 OPTIMIZERS = ("adam", "adamw")
 
 
@@ -33,6 +35,7 @@ class OptimConfig:
     clip_norm: float | None = 1.0
 
     def __post_init__(self) -> None:
+        check_finite(self, where="optim.")
         if self.name not in OPTIMIZERS:
             allowed = ", ".join(OPTIMIZERS)
             raise ValueError(f"optim.name={self.name!r} is not allowed; choose one of {allowed}")

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 
 import torch
 
+from tformer.configio import check_finite
+
 SCHEDULES = ("inverse_sqrt", "cosine", "linear", "constant")
 DECAYING = ("cosine", "linear")  # the schedules that decay to an end: total_steps, or the end of training
 
@@ -49,6 +51,7 @@ class ScheduleConfig:
     min_ratio: float = 0.0  # cosine, linear: the final lr as a fraction of the peak
 
     def __post_init__(self) -> None:
+        check_finite(self, where="schedule.")
         if self.name not in SCHEDULES:
             allowed = ", ".join(SCHEDULES)
             raise ValueError(f"schedule.name={self.name!r} is not allowed; choose one of {allowed}")
