@@ -26,7 +26,7 @@ bench: $(STAMP)
 	OMP_NUM_THREADS=2 $(BIN)/python -m benchmarks.bench
 
 demo: $(STAMP)
-	$(BIN)/tformer demo configs/demo.yaml
+	$(BIN)/tformer demo configs/demo.yaml --overwrite
 
 clean:
 	rm -rf $(VENV)

@@ -1,8 +1,9 @@
 """Crash safety, through real `python -m tformer train` processes: SIGKILL at 3 random steps with a resume
-after each gives bitwise the weights of an uninterrupted run; SIGTERM and SIGINT save the step they stop at
-and exit with 128 + the signal's number and a message (benchmarks/kill_resume.py does 20 kills)."""
+after each gives bitwise the weights of an uninterrupted run, and so does a SIGKILL at each moment of a save
+(benchmarks/crash_in_save.py: files written, flushed, the old `last` moved aside, the new one in place, the
+old one removed); SIGTERM and SIGINT save the step they stop at and exit with 128 + the signal's number and a
+message (benchmarks/kill_resume.py does 20 kills)."""
 
-import importlib.util
 import signal
 import subprocess
 import sys
@@ -11,12 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import kill_resume
+from benchmarks.crash_in_save import POINTS
 from tformer.training.checkpoint import load_training_state
-
-SCRIPT = Path(__file__).parents[2] / "benchmarks" / "kill_resume.py"
-spec = importlib.util.spec_from_file_location("kill_resume", SCRIPT)
-kill_resume = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(kill_resume)
 
 STEPS = 10
 
@@ -41,6 +39,19 @@ def test_sigkill_at_three_random_steps_then_resume_is_bitwise_identical(straight
     assert kill_resume.logged_step(killed) == STEPS
 
 
+@pytest.mark.parametrize("point", POINTS)
+def test_sigkill_inside_a_save_then_resume_is_bitwise_identical(straight, tmp_path, point: str) -> None:  # noqa: ANN001
+    recipe, reference = straight
+    out = tmp_path / "crashed"
+    kill_resume.crashed_in_save(recipe, out, save=4, point=point, resume=False)
+    leftovers = sorted(p.name.split("-")[0] for p in out.glob(".last.*"))
+    if point == "aside":  # the moment without a last: both copies lie beside it
+        assert not (out / "last").exists() and leftovers == [".last.old", ".last.tmp"]
+    kill_resume.run_to_end(recipe, out, resume=True)
+    assert kill_resume.identical(reference, out)
+    assert not list(out.glob(".last.*")) and not (out / ".lock").exists()  # leftovers and the lock are gone
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_stop_signal_saves_the_step_and_exits_cleanly(straight, tmp_path, sig) -> None:  # noqa: ANN001
     recipe, reference = straight
@@ -61,7 +72,7 @@ def test_a_stop_signal_saves_the_step_and_exits_cleanly(straight, tmp_path, sig)
 
 
 def test_kill_resume_script_reports(tmp_path) -> None:  # noqa: ANN001
-    done = subprocess.run([sys.executable, str(SCRIPT),
+    done = subprocess.run([sys.executable, "-m", "benchmarks.kill_resume",
                            "--kills", "99", "--steps", "10", "--out-dir", str(tmp_path)], capture_output=True,
-                          text=True)
+                          text=True, cwd=kill_resume.ROOT)
     assert done.returncode == 2 and "--kills=99 must be in 1..steps-2=8" in done.stderr

@@ -1,4 +1,4 @@
-"""`tformer train CONFIG.yaml [key=value ...] [--resume] [--no-progress]`: any task's recipe."""
+"""`tformer train CONFIG.yaml [key=value ...] [--resume | --overwrite] [--no-progress]`: any task's recipe."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a model from a YAML recipe")
     p.add_argument("config", help="YAML recipe, e.g. configs/demo.yaml")
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.max_steps=100")
-    p.add_argument("--resume", action="store_true", help="continue from OUT_DIR/last exactly")
+    runs = p.add_mutually_exclusive_group()
+    runs.add_argument("--resume", action="store_true", help="continue from OUT_DIR/last exactly")
+    runs.add_argument("--overwrite", action="store_true", help="replace the run already in OUT_DIR")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(run=cmd_train)
 
@@ -23,7 +25,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from tformer.training.loop import stop_summary
 
     recipe = load_recipe(args.config, args.overrides)
-    state = train(recipe, resume=args.resume, progress=not args.no_progress)
+    state = train(recipe, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress)
     if state.get("interrupted"):
         print(f"tformer: {state['interrupted']} at step {state['step']}: saved {recipe.out_dir}/last; "
               f"continue with --resume", file=sys.stderr)

@@ -41,6 +41,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="train a translator, then score it on the test split")
     p.add_argument("config", help="YAML recipe, e.g. configs/demo.yaml")
     p.add_argument("overrides", nargs="*")
+    p.add_argument("--overwrite", action="store_true", help="replace the run already in OUT_DIR")
     p.set_defaults(run=cmd_demo)
 
 
@@ -97,7 +98,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"training {recipe.model.preset} {recipe.data.src}->{recipe.data.tgt} for up to "
           f"{recipe.train.time_budget_min} min / {recipe.train.max_steps} steps; run directory {recipe.out_dir}")
     start = time.perf_counter()
-    state = train_translation(recipe)
+    state = train_translation(recipe, overwrite=args.overwrite)
     stopped = stop_summary(state)
     print(stopped)
     checkpoint = Path(recipe.out_dir) / "best"

@@ -195,6 +195,9 @@ def write_checkpoint(path: str | Path, hf_config: dict, tensors: dict[str, Tenso
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ValueError(f"{path} is a file; to_hf writes a checkpoint directory there")
+    if path.is_dir() and any(path.iterdir()) and not (path / CONFIG).is_file():
+        raise ValueError(f"{path} is a directory of other files (no {CONFIG}: not a Hugging Face model); export "
+                         "to a new or empty directory, or to a model directory to update")
     existed = path.exists()
     try:
         with atomic_directory(path, keep_other_files=True) as tmp:

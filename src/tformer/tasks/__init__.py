@@ -37,14 +37,15 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     return from_dict(TASKS[task][0], data)
 
 
-def train(recipe: Any, *, resume: bool = False, progress: bool = True) -> dict:
+def train(recipe: Any, *, resume: bool = False, overwrite: bool = False, progress: bool = True) -> dict:
     """Run the training function of the recipe's task (after checking that its device is here: a run that
-    cannot start leaves nothing behind)."""
+    cannot start leaves nothing behind). `overwrite` replaces a run already in out_dir, which is refused
+    otherwise (see `tformer.training.rundir`)."""
     from tformer.data.device import resolve_device
     from tformer.training.distributed import launched_world
 
     resolve_device(recipe.train.device, local_rank=launched_world().local_rank)
-    return TASKS[recipe.task][1](recipe, resume=resume, progress=progress)
+    return TASKS[recipe.task][1](recipe, resume=resume, overwrite=overwrite, progress=progress)
 
 
 __all__ = ["TASKS", "ModelSpec", "load_checkpoint", "load_recipe", "run_task", "train"]

@@ -10,6 +10,7 @@ A task (translation, lm, bert, classify) keeps its own part in its module: its d
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -25,6 +26,7 @@ from tformer.training.checkpoint import load_config, load_model, tokenizer_dir
 from tformer.training.distributed import launched_world
 from tformer.training.loop import Task, fit
 from tformer.training.losses import label_smoothed_nll, nll_sum
+from tformer.training.rundir import check_run_dir, hold, recover
 
 
 @dataclass(kw_only=True)
@@ -91,7 +93,7 @@ class Setup(NamedTuple):
     tokenizer: Any
 
 
-def run_task(recipe: Any, setup: Callable[[Any], Setup], *, resume: bool, progress: bool,
+def run_task(recipe: Any, setup: Callable[[Any], Setup], *, resume: bool, progress: bool, overwrite: bool = False,
              finish: Callable[[dict[str, Any], Setup], dict[str, Any]] | None = None) -> dict[str, Any]:
     """Train (or resume) a recipe the way every task does, and return the loop's final state.
 
@@ -99,18 +101,32 @@ def run_task(recipe: Any, setup: Callable[[Any], Setup], *, resume: bool, progre
     `setup(tokenizer)` builds the task's model, config, data and tokenizer (`tokenizer` is None on a fresh
     run: the task trains its own); `fit` trains, writing recipe.yaml, metrics and checkpoints to OUT_DIR.
     Then, on the main process of a run that was not interrupted, `finish(state, setup)` (if given) does
-    the task's last part and returns the state to hand back."""
+    the task's last part and returns the state to hand back.
+
+    The main process holds OUT_DIR for the whole training (`rundir`): no fresh run over an existing one
+    unless `overwrite` (refused before anything is built), no second training at once (a lock), and a
+    `last` that a crash caught mid-save recovered before a resume reads it."""
     out_dir = Path(recipe.out_dir)
-    if resume:
-        check_resumed_recipe(out_dir, recipe)
-    torch.manual_seed(recipe.train.seed)
-    built = setup(resumed_tokenizer(out_dir) if resume else None)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    state = fit(built.model, built.config, built.task, recipe.train, out_dir=out_dir, tokenizer=built.tokenizer,
-                resume=resume, progress=progress, recipe=recipe)
-    if finish is None or state.get("interrupted") or not launched_world().is_main:
-        return state
-    return finish(state, built)
+    main = launched_world().is_main
+    if main:
+        check_run_dir(out_dir, resume=resume, overwrite=overwrite)
+    with ExitStack() as held:
+        if resume and main:
+            held.enter_context(hold(out_dir))
+            for name in ("last", "best"):
+                recover(out_dir / name)
+        if resume:
+            check_resumed_recipe(out_dir, recipe)
+        torch.manual_seed(recipe.train.seed)
+        built = setup(resumed_tokenizer(out_dir) if resume else None)
+        if main and not resume:
+            held.enter_context(hold(out_dir, fresh=True, overwrite=overwrite))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        state = fit(built.model, built.config, built.task, recipe.train, out_dir=out_dir,
+                    tokenizer=built.tokenizer, resume=resume, progress=progress, recipe=recipe)
+        if finish is None or state.get("interrupted") or not main:
+            return state
+        return finish(state, built)
 
 
 def resumed_tokenizer(out_dir: Path) -> Any:

@@ -215,7 +215,8 @@ def model_config(recipe: PretrainRecipe, tokenizer: WordPieceTokenizer) -> BertC
     return config
 
 
-def train_bert(recipe: PretrainRecipe, *, resume: bool = False, progress: bool = True) -> dict[str, Any]:
+def train_bert(recipe: PretrainRecipe, *, resume: bool = False, overwrite: bool = False,
+               progress: bool = True) -> dict[str, Any]:
     """Pretrain (or resume) the recipe's BERT; returns the loop's final state."""
 
     def setup(tokenizer: WordPieceTokenizer | None) -> Setup:
@@ -227,4 +228,4 @@ def train_bert(recipe: PretrainRecipe, *, resume: bool = False, progress: bool =
         config = model_config(recipe, tokenizer)
         return Setup(BertForPretraining(config), config, task, tokenizer)
 
-    return run_task(recipe, setup, resume=resume, progress=progress)
+    return run_task(recipe, setup, resume=resume, overwrite=overwrite, progress=progress)

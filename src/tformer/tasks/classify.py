@@ -224,7 +224,8 @@ def check_labels(train: Labelled, data: ClassifyDataConfig) -> None:
                          "needs training examples of at least 2 labels")
 
 
-def train_classifier(recipe: ClassifyRecipe, *, resume: bool = False, progress: bool = True) -> dict[str, Any]:
+def train_classifier(recipe: ClassifyRecipe, *, resume: bool = False, overwrite: bool = False,
+                     progress: bool = True) -> dict[str, Any]:
     """Train (or resume) the classifier, then score its best checkpoint on the test split (if there is one)."""
     train = load_split(recipe.data, "train")
     check_labels(train, recipe.data)
@@ -250,7 +251,7 @@ def train_classifier(recipe: ClassifyRecipe, *, resume: bool = False, progress: 
             print(f"test accuracy {result['test_accuracy']:.4f} on {len(test.texts)} examples")
         return {**state, "test": result}
 
-    return run_task(recipe, setup, resume=resume, progress=progress, finish=finish)
+    return run_task(recipe, setup, resume=resume, overwrite=overwrite, progress=progress, finish=finish)
 
 
 @torch.inference_mode()

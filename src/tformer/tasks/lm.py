@@ -321,7 +321,8 @@ def model_config(recipe: LMRecipe, tokenizer: Any) -> GPTConfig:
     return config
 
 
-def train_lm(recipe: LMRecipe, *, resume: bool = False, progress: bool = True) -> dict[str, Any]:
+def train_lm(recipe: LMRecipe, *, resume: bool = False, overwrite: bool = False,
+             progress: bool = True) -> dict[str, Any]:
     """Train (or resume) the recipe's language model, then sample from it; returns the loop's final state
     with the samples under "samples" (also written to out_dir/samples.txt)."""
 
@@ -344,4 +345,4 @@ def train_lm(recipe: LMRecipe, *, resume: bool = False, progress: bool = True) -
                 print(f"--- sample\n{text}")
         return {**state, "samples": samples}
 
-    return run_task(recipe, setup, resume=resume, progress=progress, finish=finish)
+    return run_task(recipe, setup, resume=resume, overwrite=overwrite, progress=progress, finish=finish)

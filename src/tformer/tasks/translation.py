@@ -175,7 +175,8 @@ class TranslationTask:
                 "chrf": scores.chrf}
 
 
-def train_translation(recipe: TranslationRecipe, *, resume: bool = False, progress: bool = True) -> dict[str, Any]:
+def train_translation(recipe: TranslationRecipe, *, resume: bool = False, overwrite: bool = False,
+                      progress: bool = True) -> dict[str, Any]:
     """Train (or resume) the recipe's model; returns the loop's final state."""
 
     def setup(tokenizer: BPETokenizer | None) -> Setup:
@@ -187,7 +188,7 @@ def train_translation(recipe: TranslationRecipe, *, resume: bool = False, progre
         config = model_config(recipe, tokenizer)
         return Setup(build_model(config), config, task, tokenizer)
 
-    return run_task(recipe, setup, resume=resume, progress=progress)
+    return run_task(recipe, setup, resume=resume, overwrite=overwrite, progress=progress)
 
 
 def model_config(recipe: TranslationRecipe, tokenizer: BPETokenizer) -> Seq2SeqConfig:

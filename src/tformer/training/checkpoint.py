@@ -73,10 +73,14 @@ def save_checkpoint(path: str | os.PathLike, *, model: nn.Module, config: Transf
     `optimizer_state` stand in for `model.state_dict()` and `optimizer.state_dict()` when those live sharded
     over several processes (FSDP) and were gathered by the caller.
 
-    A failure to write (full disk, no permission) raises ValueError naming `path` and the reason."""
+    A failure to write (full disk, no permission) raises ValueError naming `path` and the reason. A
+    non-empty directory at `path` that is not a checkpoint (no config.yaml) is refused, never replaced."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ValueError(f"checkpoint {path}: exists and is not a directory")
+    if path.is_dir() and any(path.iterdir()) and not (path / CONFIG_FILE).is_file():
+        raise ValueError(f"{path} is a directory of other files, not a checkpoint; a checkpoint replaces only a "
+                         "checkpoint: write it to a new or empty directory")
     try:
         with atomic_directory(path, keep_previous_as=keep_previous_as) as tmp:
             _write_files(tmp, model=model, config=config, optimizer=optimizer, scheduler=scheduler, state=state,
