@@ -72,7 +72,7 @@ def test_attention_kind_from_the_command_line(recipe, tmp_path, capsys, attentio
     capsys.readouterr()
     assert main(["translate", "--checkpoint", str(tmp_path / "run" / "last"), "--input", str(source)]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 1
-    assert main(["train", str(recipe), "model.overrides.attention=flash", "--no-progress"]) == 2
+    assert main(["train", str(recipe), "model.overrides.attention=flash", "--overwrite", "--no-progress"]) == 2
     assert "attention.kind='flash' is not allowed" in capsys.readouterr().err
 
 
