@@ -78,6 +78,12 @@ def unsupported(model: nn.Module) -> list[str]:
     return problems
 
 
+def check_quantization(quantization: str | None) -> None:
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise ValueError(f"quantization={quantization!r} is not a CTranslate2 weight type; choose one of "
+                         f"{', '.join(QUANTIZATIONS)}")
+
+
 def to_ct2(model: nn.Module, path: str | Path, *, tokenizer: Any = None, quantization: str | None = None) -> None:
     """Write `model` (an EncoderDecoder or a GPT) as the CTranslate2 model directory `path`, its weights
     stored as `quantization` (one of QUANTIZATIONS; None: float32). `tokenizer` gives the vocabulary's
@@ -86,9 +92,7 @@ def to_ct2(model: nn.Module, path: str | Path, *, tokenizer: Any = None, quantiz
     problems = unsupported(model)
     if problems:
         raise ValueError(f"this model has no CTranslate2 equivalent: {'; '.join(problems)}")
-    if quantization is not None and quantization not in QUANTIZATIONS:
-        raise ValueError(f"quantization={quantization!r} is not a CTranslate2 weight type; choose one of "
-                         f"{', '.join(QUANTIZATIONS)}")
+    check_quantization(quantization)
     ct2 = ctranslate2()
     config = model.config
     if tokenizer is not None:
@@ -108,6 +112,8 @@ def checkpoint_to_ct2(checkpoint: str | Path, path: str | Path, *, quantization:
     tokenizer; return the model."""
     from tformer.training.checkpoint import load_model, tokenizer_dir  # here: `import tformer` needs no training
 
+    check_quantization(quantization)
+    ctranslate2()  # installed? (before reading the checkpoint)
     model, _ = load_model(checkpoint)
     if problems := unsupported(model):  # before loading anything else
         raise ValueError(f"{checkpoint}: this model has no CTranslate2 equivalent: {'; '.join(problems)}")
@@ -117,9 +123,10 @@ def checkpoint_to_ct2(checkpoint: str | Path, path: str | Path, *, quantization:
 
 
 def build_spec(model: nn.Module, specs: Any) -> Any:
-    """CTranslate2's description of `model` with every weight set (float32, as CTranslate2 quantizes)."""
+    """CTranslate2's description of `model` with every weight set: float32 copies (CTranslate2 quantizes in
+    place, so it must not see the model's own tensors)."""
     cfg = model.config
-    sd = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
+    sd = {k: v.detach().to("cpu", torch.float32, copy=True) for k, v in model.state_dict().items()}
     activation = specs.common_spec.Activation[ACTIVATIONS[cfg.activation]]
     options = dict(num_layers=cfg.n_layers, num_heads=cfg.n_heads, pre_norm=cfg.norm.placement == "pre",
                    no_final_norm=not cfg.norm.final, activation=activation,
@@ -133,25 +140,27 @@ def build_spec(model: nn.Module, specs: Any) -> Any:
         encoder = t.TransformerEncoderSpec(**options)
         decoder = t.TransformerDecoderSpec(**{**options, "num_layers": cfg.n_decoder_layers})
         spec = t.TransformerSpec(encoder, decoder)
-        fill_stack(spec.encoder, sd, "encoder", model.src_embed, cfg, embeddings=spec.encoder.embeddings[0])
-        fill_stack(spec.decoder, sd, "decoder", model.tgt_embed, cfg, embeddings=spec.decoder.embeddings)
+        fill_stack(spec.encoder, sd, "encoder", model, "src_embed", embeddings=spec.encoder.embeddings[0])
+        fill_stack(spec.decoder, sd, "decoder", model, "tgt_embed", embeddings=spec.decoder.embeddings)
     else:
         decoder = t.TransformerDecoderSpec(**options, with_encoder_attention=False, alibi=cfg.positions.kind == "alibi")
         spec = t.TransformerDecoderModelSpec(decoder)
-        fill_stack(spec.decoder, sd, "decoder", model.embed, cfg, embeddings=spec.decoder.embeddings)
+        fill_stack(spec.decoder, sd, "decoder", model, "embed", embeddings=spec.decoder.embeddings)
     linear(spec.decoder.projection, sd, "lm_head")
     return spec
 
 
-def fill_stack(stack: Any, sd: dict[str, Tensor], name: str, embed: nn.Module, cfg: TransformerConfig, *,
+def fill_stack(stack: Any, sd: dict[str, Tensor], name: str, model: nn.Module, embed: str, *,
                embeddings: Any) -> None:
-    """One stack's weights: its embeddings and positions (from our `Embeddings` module `embed`), its layers
-    and its final norm. CTranslate2 names the parts of a layer `self_attention`, `attention` (the
+    """One stack's weights: its embeddings and positions (from our `Embeddings` module `model.<embed>`), its
+    layers and its final norm. CTranslate2 names the parts of a layer `self_attention`, `attention` (the
     cross-attention), `ffn`, each with the norm that goes with it."""
-    embeddings.weight = embed.tokens.weight.detach().float().cpu()
-    stack.scale_embeddings = embed.scale  # sqrt(d) or 1: a float multiplies the token embeddings
+    cfg = model.config
+    embeddings.weight = sd[f"{embed}.tokens.weight"]
+    module = model.get_submodule(embed)
+    stack.scale_embeddings = module.scale  # sqrt(d) or 1: a float multiplies the token embeddings
     if hasattr(stack, "position_encodings"):  # ours exactly, or zeros where we add none (RoPE in an encoder)
-        stack.position_encodings.encodings = position_table(embed, cfg)
+        stack.position_encodings.encodings = position_table(module, cfg)
     if cfg.norm.final:
         norm(stack.layer_norm, sd, f"{name}.final_norm")
     for i, layer in enumerate(stack.layer):
@@ -176,7 +185,7 @@ def position_table(embed: nn.Module, cfg: TransformerConfig) -> Tensor:
     if embed.positions is None:
         return torch.zeros(cfg.max_len, cfg.d_model)
     with torch.no_grad():
-        return embed.positions(torch.arange(cfg.max_len)[None])[0].float().cpu()  # (1, n) -> (n, d)
+        return embed.positions(torch.arange(cfg.max_len)[None])[0].to("cpu", torch.float32, copy=True)  # (n, d)
 
 
 def attention(spec: Any, sd: dict[str, Tensor], name: str, *, fused: int) -> None:
@@ -294,13 +303,18 @@ def load_ct2(path: str | Path, *, device: str = "cpu", compute_type: str = "defa
 
 
 def translate_ids(ct2: CT2Model, sources: Sequence[Sequence[int]], *, beam: int = 1, lenpen: float = 1.0,
-                  max_len_a: float = 1.5, max_len_b: int = 10, batch_size: int = 64) -> list[list[int]]:
+                  max_len_a: float = 1.5, max_len_b: int = 10, batch_size: int = 64,
+                  patience: float = 1.0) -> list[list[int]]:
     """Translations of token-id lists (no padding, no <s> or </s>), as our `greedy` (beam 1) and
     `beam_search` make them: from our start token, ended by our end token (not returned), never proposing
-    <pad>, at most int(max_len_a * n + max_len_b) tokens for a source of n (capped by max_len); score
-    log p / len ** lenpen. CTranslate2 takes one maximum length per call: the longest limit is asked for
-    and each row cut at its own (exact for greedy; a beam may have preferred another hypothesis).
-    `batch_size`: sentences per CTranslate2 batch (it sorts by length first)."""
+    <pad>, at most int(max_len_a * n + max_len_b) tokens for a source of n (capped by max_len); hypotheses
+    scored log p / len ** lenpen, len counting </s>, as ours. CTranslate2 takes one maximum length per call:
+    the longest limit is asked for and each row cut at its own (exact for greedy; a beam may have preferred
+    another hypothesis). `batch_size`: sentences per CTranslate2 batch (it sorts by length first).
+
+    Beam search stops differently: CTranslate2 once beam * `patience` hypotheses have finished (Kasai et
+    al. 2022), ours once no live one can beat the finished ones, so ours may search on and find a better
+    (often longer) one. A patience of `beam` or so comes close to ours, at the cost of more steps."""
     config = ct2.config
     n_max = config.max_len
     bad = next((i for i, s in enumerate(sources) if not 0 < len(s) <= n_max), None)
@@ -310,7 +324,7 @@ def translate_ids(ct2: CT2Model, sources: Sequence[Sequence[int]], *, beam: int 
     no_pad = [[ct2.tokens[config.pad_id]]] if config.pad_id != config.eos_id else None  # as `next_log_probs`
     results = ct2.engine.translate_batch(
         [[ct2.src_tokens[i] for i in s] for s in sources], max_batch_size=batch_size, beam_size=beam,
-        length_penalty=lenpen, max_decoding_length=max(limits, default=1), min_decoding_length=0,
+        length_penalty=lenpen, patience=patience, max_decoding_length=max(limits, default=1), min_decoding_length=0,
         max_input_length=0, suppress_sequences=no_pad)
     return [[ct2.ids[t] for t in r.hypotheses[0]][:limit] for r, limit in zip(results, limits, strict=True)]
 
