@@ -258,3 +258,45 @@ def test_convert_refuses_bad_arguments(checkpoint: tuple[Path, nn.Module], tmp_p
     assert "pip install 'tformer[ct2]'" in error_of(["convert", "--to-ct2", str(path), "--out", str(tmp_path / "x")],
                                                     capsys)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
+
+
+def test_convert_a_gpt_with_a_character_tokenizer(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A GPT checkpoint as the language-model recipe makes one (its start token is </s>): the vocabulary
+    names the characters, the tokenizer's own file goes along, and generation matches ours."""
+    tokenizer = CharTokenizer.train(["In the beginning God created the heaven and the earth."])
+    config = tformer.preset("gpt-tiny", {"vocab_size": tokenizer.vocab_size, "d_model": 32, "d_ff": 64,
+                                         "n_layers": 2, "max_len": 64, "bos_id": 2, "eos_id": 2})
+    torch.manual_seed(0)
+    model = scaled(tformer.build_model(config), 5.0)
+    save_checkpoint(tmp_path / "ckpt", model=model, config=config, tokenizer=tokenizer)
+    assert main(["convert", "--to-ct2", str(tmp_path / "ckpt"), "--out", str(tmp_path / "ct2")]) == 0
+    assert "exported GPT" in capsys.readouterr().out
+    assert {p.name for p in (tmp_path / "ct2").iterdir()} == {"model.bin", "config.json", "vocabulary.json",
+                                                              "config.yaml", "char_tokenizer.json"}
+    vocab = json.loads((tmp_path / "ct2" / "vocabulary.json").read_text())
+    assert vocab == [tokenizer.token(i) for i in range(tokenizer.vocab_size)] and vocab[4] == " "
+    ct2 = load_ct2(tmp_path / "ct2", threads=1)
+    prompts = [[2, *tokenizer.encode("In the")], [2, *tokenizer.encode("God")]]
+    ours = generate_greedy(model, prompts, max_new_tokens=12, stop_tokens=[2])
+    assert generate_ids(ct2, prompts, max_new_tokens=12, stop_tokens=[2]) == ours
+    with pytest.raises(ValueError, match=f"prompt 1 has token id {tokenizer.vocab_size}; the vocabulary"):
+        generate_ids(ct2, [[2, 5], [2, tokenizer.vocab_size]], max_new_tokens=3)
+
+
+def test_a_full_disk_leaves_what_was_there(checkpoint: tuple[Path, nn.Module], tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    _, model = checkpoint
+    to_ct2(model, tmp_path / "ct2")
+    before = (tmp_path / "ct2" / "model.bin").read_bytes()
+
+    def full(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("ctranslate2.specs.model_spec.ModelSpec._serialize", full)
+    for out, kept in ((tmp_path / "new", ""), (tmp_path / "ct2", r" \(what was there is kept\)")):
+        with pytest.raises(ValueError, match=f"cannot write {out}: No space left on device{kept}$"):
+            to_ct2(model, out, quantization="int8")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ct2"]  # no new directory, no temporary sibling
+    assert (tmp_path / "ct2" / "model.bin").read_bytes() == before
+    with pytest.raises(ValueError, match="source 0 has token id -1"):
+        translate_ids(load_ct2(tmp_path / "ct2", threads=1), [[-1, 5]])

@@ -34,8 +34,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from tformer.config import FAMILIES, GPTConfig, Seq2SeqConfig, TransformerConfig, family_of
-from tformer.configio import dump_yaml, from_dict, read_yaml, to_dict
+from tformer.config import GPTConfig, Seq2SeqConfig, TransformerConfig, family_of
+from tformer.configio import dump_yaml, to_dict
 from tformer.decoding.generate import check_prompts
 from tformer.files import atomic_directory
 from tformer.models import GPT, EncoderDecoder
@@ -93,6 +93,7 @@ def to_ct2(model: nn.Module, path: str | Path, *, tokenizer: Any = None, quantiz
     if problems:
         raise ValueError(f"this model has no CTranslate2 equivalent: {'; '.join(problems)}")
     check_quantization(quantization)
+    check_out(path)
     ct2 = ctranslate2()
     config = model.config
     if tokenizer is not None:
@@ -113,7 +114,8 @@ def checkpoint_to_ct2(checkpoint: str | Path, path: str | Path, *, quantization:
     from tformer.training.checkpoint import load_model, tokenizer_dir  # here: `import tformer` needs no training
 
     check_quantization(quantization)
-    ctranslate2()  # installed? (before reading the checkpoint)
+    check_out(path)
+    ctranslate2()  # installed? (all before reading the checkpoint)
     model, _ = load_model(checkpoint)
     if problems := unsupported(model):  # before loading anything else
         raise ValueError(f"{checkpoint}: this model has no CTranslate2 equivalent: {'; '.join(problems)}")
@@ -244,15 +246,21 @@ def set_vocabulary(spec: Any, config: TransformerConfig, src_tokens: list[str] |
     spec.register_target_vocabulary(tokens)
 
 
-def write_model(path: str | Path, spec: Any, config: TransformerConfig, model: nn.Module, tokenizer: Any) -> None:
-    """CTranslate2's files, our config.yaml and the tokenizer's file, as the directory `path`, atomically
-    (`files.atomic_directory`)."""
+def check_out(path: str | Path) -> None:
+    """A ValueError unless `path` is free for a model directory: nothing there, an empty directory, or a
+    CTranslate2 model (which the export replaces whole). A directory of other files is never replaced."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ValueError(f"{path} is a file; the CTranslate2 export writes a model directory there")
     if path.is_dir() and any(path.iterdir()) and not (path / MODEL_FILE).is_file():
         raise ValueError(f"{path} is a directory of other files (no {MODEL_FILE}: not a CTranslate2 model); export "
                          "to a new or empty directory, or over a CTranslate2 model to replace it")
+
+
+def write_model(path: str | Path, spec: Any, config: TransformerConfig, model: nn.Module, tokenizer: Any) -> None:
+    """CTranslate2's files, our config.yaml and the tokenizer's file, as the directory `path`, atomically
+    (`files.atomic_directory`)."""
+    path = Path(path)
     existed = path.exists()
     meta = {"family": family_of(config), "model": type(model).__name__, "config": to_dict(config)}
     try:
@@ -285,11 +293,12 @@ def load_ct2(path: str | Path, *, device: str = "cpu", compute_type: str = "defa
     """Load a directory written by `to_ct2`. `compute_type`: "default" (the weights' type as written) or one
     of QUANTIZATIONS (CTranslate2 converts on loading); `threads`: CTranslate2's intra_threads (0: its
     default)."""
+    from tformer.training.checkpoint import load_config  # here: `import tformer` needs no training
+
     ct2, path = ctranslate2(), Path(path)
     if not (path / MODEL_FILE).is_file() or not (path / CONFIG_FILE).is_file():
         raise ValueError(f"{path} is not a CTranslate2 model written by tformer (needs {MODEL_FILE} and {CONFIG_FILE})")
-    meta = read_yaml(path / CONFIG_FILE, what="the file") or {}
-    config = from_dict(FAMILIES[meta["family"]], meta["config"])
+    config, _ = load_config(path)  # the format of our checkpoints' config.yaml
     seq2seq = isinstance(config, Seq2SeqConfig)
     runner = ct2.Translator if seq2seq else ct2.Generator
     engine = runner(str(path), device=device, compute_type=compute_type, intra_threads=threads)
@@ -300,6 +309,14 @@ def load_ct2(path: str | Path, *, device: str = "cpu", compute_type: str = "defa
     ids = {t: i for i, t in enumerate(tgt)}
     bos = json.loads((path / "config.json").read_text(encoding="utf-8"))["bos_token"]
     return CT2Model(engine, config, src, tgt, ids, ids[bos])
+
+
+def names(tokens: list[str], ids: Sequence[int], what: str) -> list[str]:
+    """CTranslate2's strings for our ids; a ValueError naming `what` for an id outside the vocabulary."""
+    bad = next((i for i in ids if not 0 <= i < len(tokens)), None)
+    if bad is not None:
+        raise ValueError(f"{what} has token id {bad}; the vocabulary has ids 0..{len(tokens) - 1}")
+    return [tokens[i] for i in ids]
 
 
 def translate_ids(ct2: CT2Model, sources: Sequence[Sequence[int]], *, beam: int = 1, lenpen: float = 1.0,
@@ -322,10 +339,11 @@ def translate_ids(ct2: CT2Model, sources: Sequence[Sequence[int]], *, beam: int 
         raise ValueError(f"source {bad} has {len(sources[bad])} tokens; each needs 1..max_len={n_max}")
     limits = [min(int(max_len_a * len(s) + max_len_b), n_max) for s in sources]
     no_pad = [[ct2.tokens[config.pad_id]]] if config.pad_id != config.eos_id else None  # as `next_log_probs`
+    strings = [names(ct2.src_tokens, s, f"source {k}") for k, s in enumerate(sources)]
     results = ct2.engine.translate_batch(
-        [[ct2.src_tokens[i] for i in s] for s in sources], max_batch_size=batch_size, beam_size=beam,
-        length_penalty=lenpen, patience=patience, max_decoding_length=max(limits, default=1), min_decoding_length=0,
-        max_input_length=0, suppress_sequences=no_pad)
+        strings, max_batch_size=batch_size, beam_size=beam, length_penalty=lenpen, patience=patience,
+        max_decoding_length=max(limits, default=1), min_decoding_length=0, max_input_length=0,
+        suppress_sequences=no_pad)
     return [[ct2.ids[t] for t in r.hypotheses[0]][:limit] for r, limit in zip(results, limits, strict=True)]
 
 
@@ -340,9 +358,10 @@ def generate_ids(ct2: CT2Model, prompts: Sequence[Sequence[int]], *, max_new_tok
     if max_new_tokens == 0:
         return [[] for _ in prompts]
     longest = max(len(p) for p in prompts)
+    strings = [names(ct2.tokens, p, f"prompt {k}") for k, p in enumerate(prompts)]
     results = ct2.engine.generate_batch(
-        [[ct2.tokens[i] for i in p] for p in prompts], max_length=longest - 1 + max_new_tokens, sampling_topk=1,
-        end_token=[int(t) for t in stop_tokens], include_prompt_in_result=True)
+        strings, max_length=longest - 1 + max_new_tokens, sampling_topk=1, end_token=[int(t) for t in stop_tokens],
+        include_prompt_in_result=True)
     out = []
     for r, p in zip(results, prompts, strict=True):
         given = len(p) - (p[0] == ct2.bos_id)  # the prompt's tokens in the result
