@@ -7,7 +7,7 @@
     tformer generate --checkpoint DIR --prompt TEXT [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P]
     tformer score --checkpoint DIR FILE [--per-token]
     tformer classify --checkpoint DIR [--input F] [--top N] [--truncate]
-    tformer convert --from-hf DIR --out DIR   |   tformer convert --to-hf CHECKPOINT --out DIR
+    tformer convert --from-hf DIR --out DIR   |   tformer convert --to-hf|--to-ct2 CHECKPOINT --out DIR
     tformer plot attention --checkpoint DIR --text TEXT [--target TEXT] [--part P] [--layer L] [--head H] [--out F]
     tformer plot positions [--max-len N] [--d-model D] [--heads H] [--out-dir DIR] [--format png|svg]
     tformer plot curves RUN_DIR [RUN_DIR ...] [--out FILE]

@@ -65,6 +65,12 @@ class CharTokenizer:
                 out.append(UNKNOWN_CHAR)
         return "".join(out)
 
+    def token(self, i: int) -> str | None:
+        """The vocabulary entry of id `i` (a special token or a character), None outside the vocabulary."""
+        if 0 <= i < len(SPECIAL_TOKENS):
+            return SPECIAL_TOKENS[i]
+        return self.chars[i - len(SPECIAL_TOKENS)] if len(SPECIAL_TOKENS) <= i < self.vocab_size else None
+
     def save(self, directory: str | os.PathLike) -> Path:
         """Write `directory`/char_tokenizer.json (creating the directory) and return its path."""
         path = Path(directory) / FILENAME
