@@ -1,5 +1,6 @@
 """`tformer serve --checkpoint DIR [--host H] [--port P] [--device D] [limits]`: one checkpoint behind an
-HTTP API and a web page (`tformer.serve`), until interrupted.
+HTTP API and a web page (`tformer.serve`), until Ctrl-C stops it gracefully (requests under way are
+answered first; exit code 0).
 
 The endpoints follow what the checkpoint holds (a translator, a GPT, a BERT classifier; trained here or
 imported with `tformer convert --from-hf`). It needs the `serve` extra (FastAPI and uvicorn); without it the
@@ -46,5 +47,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     sock = bind(args.host, args.port)
     print(f"tformer serve: {service.kind} checkpoint {args.checkpoint} on {service.info()['device']}; listening on "
           f"{url_of(sock)} (endpoints: {', '.join('/' + e for e in service.endpoints)}; Ctrl-C stops)", flush=True)
-    make_server(create_app(service), log_level="info").run(sockets=[sock])
+    try:
+        make_server(create_app(service), log_level="info").run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn stops gracefully on Ctrl-C, then raises it again
+        pass
+    print("tformer serve: stopped", flush=True)
     return 0

@@ -256,7 +256,10 @@ def prepare_attention(service: Service, *, text: str, target: str | None) -> Job
         check_text(target, "target", limits)
         check_tokens(len(service.tokenizer.encode(target)), service.text_limit(room=1), "target", service,
                      what=", less 1 for the start symbol")
-    room = {"seq2seq": 0, "gpt": 0 if service.config.bos_id is None else 1}.get(service.kind, 2)
+    if service.kind == "gpt":
+        room = 0 if service.config.bos_id is None else 1  # its start token
+    else:
+        room = 0 if service.kind == "seq2seq" else 2  # BERT: [CLS] text [SEP]
     check_tokens(len(service.tokenizer.encode(text)), service.text_limit(room=room), "text", service)
     return Job(("attention", next(_alone)), 1, (text, target))
 
