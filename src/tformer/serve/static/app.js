@@ -50,6 +50,7 @@ async function start() {
   $("go").textContent = action.button;
   $("options").hidden = info.kind !== "gpt";
   $("max-new").max = info.limits.max_new_tokens;
+  $("max-new").value = Math.min(Number($("max-new").value), info.limits.max_new_tokens);
   $("go").disabled = false;
   $("go").addEventListener("click", run);
   for (const id of ["part", "layer", "head"]) $(id).addEventListener("change", () => (id === "part" ? pickPart() : draw()));
