@@ -62,14 +62,15 @@ async function run() {
   $("go").disabled = true;
   status("working\u2026");
   try {
+    let target = null;  // a translator's map aligns the translation shown, not its greedy one
     if (action.endpoint) {
       $("answer").hidden = false;
       $("output").replaceChildren();
       if (info.kind === "gpt") await generate(text);
-      else if (info.kind === "seq2seq") $("output").textContent = (await post("/translate", { text })).translation;
+      else if (info.kind === "seq2seq") target = $("output").textContent = (await post("/translate", { text })).translation;
       else showLabels((await post("/classify", { text, top: 5 })).classification);
     }
-    if (info.endpoints.includes("attention")) await attention(text);
+    if (info.endpoints.includes("attention")) await attention(text, target);
     status("");
   } catch (e) {
     status(e.message, true);
@@ -118,8 +119,8 @@ function showLabels(labels) {
   }
 }
 
-async function attention(text) {
-  maps = (await post("/attention", { text })).maps;
+async function attention(text, target) {
+  maps = (await post("/attention", target && target.trim() ? { text, target } : { text })).maps;
   $("attention-section").hidden = false;
   const part = $("part");
   part.replaceChildren(...maps.map((m, i) => { const o = el("option", m.title); o.value = i; return o; }));
