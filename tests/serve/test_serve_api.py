@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import LABELS, call, sentences
+from serving import LABELS, call, sentences
 
 from tformer.tasks import load_checkpoint
 from tformer.tasks.classify import top_labels

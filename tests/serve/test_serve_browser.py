@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import call, start
+from serving import call, start
 
 CHROMIUM = ("chromium", "chromium-browser", "google-chrome")
 FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

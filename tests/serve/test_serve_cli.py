@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import call
+from serving import call
 
 from tformer.cli import main
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import call, events, sentences, start
+from serving import call, events, sentences, start
 
 from tformer.tasks import load_checkpoint
 from tformer.tasks.classify import top_labels

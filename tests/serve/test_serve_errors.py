@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import call
+from serving import call
 
 LONG = "the cat " * 400  # 3,200 characters, over --max-chars 2000
 NOT_OBJECTS = [b"", b"{", b"nul", b"[1, 2]", b'"text"', b"5", b"true", b"null", b"\xff\xfe{}", b'{"text": "a"}x',
