@@ -28,7 +28,8 @@ def test_health_and_info(servers: dict[str, str]) -> None:
     assert call(servers["gpt"], "GET", "/health") == (200, {"status": "ok"})
     status, info = call(servers["seq2seq"], "GET", "/info")
     assert status == 200
-    assert info["kind"] == "seq2seq" and info["model"] == "EncoderDecoder"
+    assert (info["family"], info["kind"], info["model"]) == ("seq2seq", "seq2seq", "EncoderDecoder")
+    assert call(servers["bert classifier"], "GET", "/info")[1]["family"] == "bert"
     assert info["sizes"]["d_model"] == 32 and info["sizes"]["n_layers"] == 2 and info["sizes"]["parameters"] > 0
     assert info["endpoints"] == ["translate", "attention"]
     assert info["decode"]["beam"] == 2  # from the run's recipe.yaml

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from tformer.config import TransformerConfig
+from tformer.config import TransformerConfig, family_of
 from tformer.data.device import resolve_device
 from tformer.serve.limits import Limits
 from tformer.tasks.base import checkpoint_kind, load_checkpoint
@@ -85,7 +85,7 @@ class Service:
             extra["decode"] = {k: v for k, v in vars(self.decode).items() if k != "batch_size"}
         if self.kind == "bert classifier":
             extra["labels"] = label_names(c)
-        return {"checkpoint": self.path, "kind": self.kind, "model": type(self.model).__name__,
+        return {"checkpoint": self.path, "family": family_of(c), "kind": self.kind, "model": type(self.model).__name__,
                 "attention": c.attention.kind, "device": str(next(self.model.parameters()).device),
                 "sizes": sizes, "endpoints": list(self.endpoints), "limits": dataclasses.asdict(self.limits),
                 "max_beam": MAX_BEAM, **extra}
