@@ -13,11 +13,12 @@
     tformer plot curves RUN_DIR [RUN_DIR ...] [--out FILE]
     tformer plot complexity [--results docs/complexity/results.json] [--out-dir DIR] [--format png|svg]
     tformer report RUN_DIR [--out FILE]
+    tformer serve --checkpoint DIR [--host H] [--port P] [--device D] [--max-batch N] [--batch-wait-ms MS] ...
 
 One module per group of commands registers its commands and turns their arguments into calls of the
 library, which checks and interprets prompts, files and decoding settings (so the Python API gets the same
 checks): `train` (train), `translate` (translate, evaluate, demo), `lm` (generate, score), `classify`,
-`convert`, `viz` (plot, report). The library is imported inside each command, so `--help` stays quick.
+`convert`, `viz` (plot, report), `serve`. The library is imported inside each command, so `--help` stays quick.
 
 A user error (bad config, bad file, bad value) prints one line `tformer: error: ...` and exits with 2.
 Numbers and text arguments are typed by `cli.options` (finite, within range, valid UTF-8), so a bad one is
@@ -30,10 +31,10 @@ import argparse
 import sys
 from typing import NoReturn
 
-from tformer.cli import classify, convert, lm, train, translate, viz
+from tformer.cli import classify, convert, lm, serve, train, translate, viz
 
 EXIT_USER_ERROR = 2
-GROUPS = (train, translate, lm, classify, convert, viz)  # in the order `tformer --help` lists their commands
+GROUPS = (train, translate, lm, classify, convert, viz, serve)  # in the order `tformer --help` lists their commands
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,20 +36,21 @@ def device_of(model: nn.Module) -> torch.device:
     return param.device if param is not None else torch.device("cpu")
 
 
-def resolve_device(name: str, *, local_rank: int = 0) -> torch.device:
+def resolve_device(name: str, *, local_rank: int = 0, what: str = "train.device") -> torch.device:
     """"auto": a GPU when torch sees one (under torchrun, the one numbered by the process's local rank),
-    else the CPU; "cpu", "cuda" or "cuda:N" as given. A ValueError for a GPU that is not there."""
+    else the CPU; "cpu", "cuda" or "cuda:N" as given. A ValueError for a GPU that is not there, naming the
+    setting as `what` (the recipe key, or a command's option)."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise ValueError(f"train.device={name!r} is not a device; use auto, cpu, cuda or cuda:N") from None
+        raise ValueError(f"{what}={name!r} is not a device; use auto, cpu, cuda or cuda:N") from None
     if device.type not in ("cpu", "cuda"):
-        raise ValueError(f"train.device={name!r} is not allowed; use auto, cpu, cuda or cuda:N")
+        raise ValueError(f"{what}={name!r} is not allowed; use auto, cpu, cuda or cuda:N")
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            raise ValueError(f"train.device={name!r} but torch sees no GPU here; use cpu or auto")
+            raise ValueError(f"{what}={name!r} but torch sees no GPU here; use cpu or auto")
         device = torch.device("cuda", local_rank if device.index is None else device.index)
         torch.cuda.set_device(device)
     return device

@@ -282,22 +282,38 @@ def continue_prompt(model: nn.Module, tokenizer: Any, prompt: str, *, max_new_to
     config = model.config
     ids = prompt_ids(tokenizer, config, prompt)
     stop = () if not stop_at_eos or config.eos_id is None else (config.eos_id,)
-    produced: list[int] = []
-    shown = ""
+    produced = TextStream(tokenizer)
     if on_text is not None:
         on_text(prompt)
 
     def stream(row: int, token: int) -> None:
-        nonlocal shown
-        produced.append(token)
-        text = tokenizer.decode(produced)
-        if on_text is not None and not text.endswith("\ufffd"):  # wait for the rest of a multi-byte character
-            on_text(text[len(shown):])
-            shown = text
+        piece = produced.push(token)
+        if on_text is not None and piece:
+            on_text(piece)
 
     generate(model, [ids], max_new_tokens=min(max_new_tokens, config.max_len - len(ids)), temperature=temperature,
              top_k=top_k, top_p=top_p, stop_tokens=stop, seed=seed, on_token=stream)
-    return tokenizer.decode(produced)
+    return produced.text
+
+
+class TextStream:
+    """The text of tokens arriving one at a time: `push(token)` returns the text it adds, holding back a
+    multi-byte character until it is whole (a byte-level BPE may split one over several tokens)."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer, self.ids, self.shown = tokenizer, [], ""
+
+    def push(self, token: int) -> str:
+        self.ids.append(token)
+        text = self.tokenizer.decode(self.ids)
+        if text.endswith("\ufffd"):  # wait for the rest of a multi-byte character
+            return ""
+        piece, self.shown = text[len(self.shown):], text
+        return piece
+
+    @property
+    def text(self) -> str:
+        return self.tokenizer.decode(self.ids)
 
 
 # --- training -------------------------------------------------------------------------------------------

@@ -1,0 +1,299 @@
+"""Load on `tformer serve`: throughput and latency of /translate under concurrent clients, with micro-batching
+and without it, and a check that every request got its own answer.
+
+    python -m benchmarks.serve_load [--checkpoint DIR] [--requests 96] [--clients 1,4,16] [--max-batch 16]
+        [--batch-wait-ms 5] [--texts 1] [--beam N] [--sentences FILE] [--device cpu] [--out FILE] [--quick]
+
+The server is the real command, `tformer serve` in a subprocess on 127.0.0.1 (a free port), so that the
+clients (threads of this process, one keep-alive connection each) do not share its interpreter. Each load
+sends the same `--requests` requests (each `--texts` sentences), spread over C clients that send their
+share one after another, each request as soon as the client's previous one is answered:
+
+    micro-batching   one server (--max-batch, --batch-wait-ms), loaded by 1, 4 and 16 clients in turn
+    one at a time    one server with --max-batch = --texts (one request a batch), loaded by the largest number
+                     of clients
+
+Reported per load: requests/s and sentences/s (all the requests over the wall time from the first sent to
+the last answered), p50 and p99 latency (send to answer), the mean batch the server formed (its /info,
+before and after), and how many answers were right. Right means: status 200, and the translations equal
+those of the same sentences decoded alone, one by one, by the library in this process (`translate` with
+the server's decoding settings); a lost, failed or mixed-up answer counts as wrong. Both servers get two
+warm-up requests first. The ratio is requests/s with micro-batching over one at a time, at the largest
+number of clients.
+
+Without --checkpoint a small translator is trained first (a made-up word-for-word English->German corpus,
+a few hundred steps; --quick: a few steps) in a temporary directory. Sentences: --sentences FILE (one a
+line), else the test split of the checkpoint's run (its recipe.yaml), else the made-up corpus's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import platform
+import random
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import torch
+
+from benchmarks.common import apply_quick, write_json
+
+QUICK = dict(requests=12, clients="1,4", max_batch=4, train_steps=20)
+WORDS = "the a house cat dog sees big small red blue runs sleeps old man woman child".split()
+GERMAN = dict(zip(WORDS, "der ein Haus Katze Hund sieht gross klein rot blau rennt schlaeft alt Mann Frau "
+                         "Kind".split(), strict=True))
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--checkpoint", type=Path, default=None, help="a translator checkpoint (default: train one)")
+    p.add_argument("--requests", type=int, default=96, help="requests per load")
+    p.add_argument("--clients", default="1,4,16", help="numbers of concurrent clients, comma-separated")
+    p.add_argument("--max-batch", type=int, default=16, help="the micro-batching server's --max-batch")
+    p.add_argument("--batch-wait-ms", type=float, default=5.0, help="the micro-batching server's --batch-wait-ms")
+    p.add_argument("--texts", type=int, default=1, help="sentences per request")
+    p.add_argument("--beam", type=int, default=None, help="beam size (default: the run's recipe)")
+    p.add_argument("--sentences", type=Path, default=None, help="source sentences, one a line")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--train-steps", type=int, default=300, help="steps of the translator trained without --checkpoint")
+    p.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+    p.add_argument("--quick", action="store_true", help="a smoke run: a few requests, 1 and 4 clients")
+    args = p.parse_args(argv)
+    if args.quick:
+        apply_quick(p, args, QUICK)
+    args.client_counts = [int(c) for c in str(args.clients).split(",")]
+    if args.requests < 1 or args.texts < 1 or min(args.client_counts) < 1:
+        p.error("--requests, --texts and every --clients count must be positive")
+    if args.texts > args.max_batch:
+        p.error(f"--texts {args.texts} is more than --max-batch {args.max_batch}: the server refuses such requests")
+    return args
+
+
+# --- the model and the sentences ------------------------------------------------------------------------
+
+
+def made_up_pairs(n: int, seed: int) -> list[tuple[str, str]]:
+    rng = random.Random(seed)
+    words = [[rng.choice(WORDS) for _ in range(rng.randint(3, 9))] for _ in range(n)]
+    return [(" ".join(w), " ".join(GERMAN[x] for x in w)) for w in words]
+
+
+def train_small(root: Path, steps: int) -> Path:
+    """A small translator trained on the made-up corpus; returns its checkpoint (RUN/last)."""
+    from tformer.configio import from_dict
+    from tformer.tasks.translation import TranslationRecipe, train_translation
+
+    for split, n, seed in (("train", 2000, 0), ("valid", 50, 1), ("test", 200, 2)):
+        (root / f"{split}.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in made_up_pairs(n, seed)))
+    recipe = from_dict(TranslationRecipe, {
+        "out_dir": str(root / "run"),
+        "data": {"corpus": "files", "train": str(root / "train.tsv"), "valid": str(root / "valid.tsv"),
+                 "test": str(root / "test.tsv"), "vocab_size": 320, "max_tokens": 1500, "bleu_sentences": 20},
+        "model": {"preset": "transformer-tiny", "overrides": {"d_model": 64, "d_ff": 128, "n_heads": 4,
+                                                             "n_layers": 2, "max_len": 64}},
+        "train": {"max_steps": steps, "eval_every": steps, "log_every": max(1, steps // 5),
+                  "optim": {"lr": 2e-3}, "schedule": {"name": "constant", "warmup": min(50, steps)}},
+        "decode": {"beam": 1}})
+    train_translation(recipe, progress=False)
+    return root / "run" / "last"
+
+
+def source_sentences(args: argparse.Namespace, checkpoint: Path) -> list[str]:
+    """--requests * --texts sentences (the source repeated if it has fewer)."""
+    from tformer.tasks.translation import load_split, run_recipe
+
+    if args.sentences is not None:
+        lines = [line for line in args.sentences.read_text(encoding="utf-8").splitlines() if line.strip()]
+    else:
+        recipe = run_recipe(checkpoint)
+        if recipe is not None and (recipe.data.corpus == "bible" or recipe.data.test):
+            lines = [s for s, _ in load_split(recipe.data, "test")]
+        else:
+            lines = [s for s, _ in made_up_pairs(200, 2)]
+    need = args.requests * args.texts
+    return [lines[i % len(lines)] for i in range(need)]
+
+
+# --- the server ------------------------------------------------------------------------------------------
+
+
+class Server:
+    """`tformer serve` in a subprocess: `with Server(checkpoint, options) as url:`; stopped with Ctrl-C."""
+
+    def __init__(self, checkpoint: Path, options: list[str]) -> None:
+        self.argv = [sys.executable, "-m", "tformer", "serve", "--checkpoint", str(checkpoint), "--port", "0",
+                     *options]
+
+    def __enter__(self) -> str:
+        self.log = tempfile.TemporaryFile(mode="w+")  # the server's stderr: a pipe nobody reads could fill up
+        self.process = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        line = self.process.stdout.readline()  # "tformer serve: ... listening on URL (...)", then nothing
+        match = re.search(r"listening on (http://\S+) ", line)
+        if match is None:
+            self.process.kill()
+            self.process.wait()
+            self.log.seek(0)
+            raise RuntimeError(f"tformer serve did not start: {line}{self.log.read()}")
+        return match.group(1)
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.send_signal(signal.SIGINT)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.log.close()
+
+
+def request(connection: http.client.HTTPConnection, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    connection.request(method, path, body=data, headers={"Content-Type": "application/json"})
+    response = connection.getresponse()
+    return response.status, json.loads(response.read())
+
+
+def connect(url: str) -> http.client.HTTPConnection:
+    parts = urlsplit(url)
+    return http.client.HTTPConnection(parts.hostname, parts.port, timeout=600)
+
+
+def load(url: str, bodies: list[dict], clients: int) -> dict[str, Any]:
+    """Send `bodies` from `clients` threads (client c sends bodies c, c + clients, ...); the answers, each
+    request's latency and the wall time."""
+    answers: list[Any] = [None] * len(bodies)
+    latency = [0.0] * len(bodies)
+    barrier = threading.Barrier(clients + 1)
+
+    def client(c: int) -> None:
+        connection = connect(url)
+        barrier.wait()
+        for i in range(c, len(bodies), clients):
+            start = time.perf_counter()
+            try:
+                answers[i] = request(connection, "POST", "/translate", bodies[i])
+            except (OSError, http.client.HTTPException, json.JSONDecodeError) as e:
+                answers[i] = (None, repr(e))
+            latency[i] = time.perf_counter() - start
+        connection.close()
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for t in threads:
+        t.join()
+    return {"answers": answers, "latency": latency, "wall": time.perf_counter() - start}
+
+
+def batch_stats(url: str) -> dict[str, Any]:
+    connection = connect(url)
+    try:
+        return request(connection, "GET", "/info")[1]["batches"]
+    finally:
+        connection.close()
+
+
+def measure(url: str, bodies: list[dict], expected: list[list[str]], clients: int, texts: int) -> dict[str, Any]:
+    before = batch_stats(url)
+    run = load(url, bodies, clients)
+    after = batch_stats(url)
+    right = sum(status == 200 and answer.get("translations") == want
+                for (status, answer), want in zip(run["answers"], expected, strict=True))
+    n, ms = len(bodies), sorted(x * 1000 for x in run["latency"])
+    batches = after["batches"] - before["batches"]
+    return {"clients": clients, "requests": n, "answered": sum(a[0] == 200 for a in run["answers"]), "right": right,
+            "wall_s": run["wall"], "requests_per_s": n / run["wall"], "sentences_per_s": n * texts / run["wall"],
+            "p50_ms": statistics.median(ms), "p99_ms": ms[min(n - 1, round(0.99 * (n - 1)))],
+            "batches": batches, "mean_batch": (after["requests"] - before["requests"]) / batches if batches else 0.0,
+            "wrong": [i for i, ((s, a), w) in enumerate(zip(run["answers"], expected, strict=True))
+                      if not (s == 200 and a.get("translations") == w)][:10]}
+
+
+# --- the benchmark ---------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    from tformer.tasks import load_checkpoint
+    from tformer.tasks.translation import decode_config, run_recipe, translate
+
+    args = parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        checkpoint = args.checkpoint
+        if checkpoint is None:
+            print(f"training a small translator ({args.train_steps} steps) ...", flush=True)
+            checkpoint = train_small(Path(tmp), args.train_steps)
+        sentences = source_sentences(args, checkpoint)
+        model, _, tokenizer = load_checkpoint(checkpoint, command="translate")
+        decode = decode_config(run_recipe(checkpoint), beam=args.beam)
+        print(f"decoding {len(sentences)} sentences alone (the reference) ...", flush=True)
+        start = time.perf_counter()
+        alone = [translate(model, tokenizer, [s], decode)[0] for s in sentences]
+        alone_s = time.perf_counter() - start
+        del model
+        k = args.texts
+        bodies = [{"texts": sentences[i * k:(i + 1) * k], **({"beam": args.beam} if args.beam else {})}
+                  for i in range(args.requests)]
+        expected = [alone[i * k:(i + 1) * k] for i in range(args.requests)]
+        common = ["--device", args.device, "--max-batch"]
+        rows = []
+        for name, options, counts in (
+                ("micro-batching", [*common, str(args.max_batch), "--batch-wait-ms", str(args.batch_wait_ms)],
+                 args.client_counts),
+                ("one at a time", [*common, str(k), "--batch-wait-ms", "0"], [max(args.client_counts)])):
+            with Server(checkpoint, options) as url:
+                load(url, bodies[:2], 1)  # warm-up
+                for clients in counts:
+                    row = {"server": name, **measure(url, bodies, expected, clients, k)}
+                    rows.append(row)
+                    print(format_row(row), flush=True)
+    most = max(args.client_counts)
+    batched = next(r for r in rows if r["server"] == "micro-batching" and r["clients"] == most)
+    single = next(r for r in rows if r["server"] == "one at a time")
+    result = {"args": {k: v for k, v in vars(args).items() if k != "client_counts"}, "checkpoint": str(checkpoint),
+              "decode": {"beam": decode.beam, "lenpen": decode.lenpen}, "alone_s": alone_s,
+              "machine": {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
+                          "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "torch": torch.__version__,
+                          "nice": os.nice(0)},
+              "results": rows, "ratio": batched["requests_per_s"] / single["requests_per_s"],
+              "all_right": all(r["right"] == r["requests"] for r in rows)}
+    print()
+    print(markdown_table(result))
+    if args.out:
+        write_json(args.out, result)
+        print(f"\nwritten to {args.out}")
+    return result
+
+
+def format_row(r: dict[str, Any]) -> str:
+    return (f"{r['server']:>14} | {r['clients']:>3} clients | {r['requests_per_s']:7.2f} req/s | "
+            f"{r['sentences_per_s']:7.2f} sentences/s | p50 {r['p50_ms']:7.1f} ms | p99 {r['p99_ms']:7.1f} ms | "
+            f"mean batch {r['mean_batch']:5.2f} | right {r['right']}/{r['requests']}")
+
+
+def markdown_table(result: dict[str, Any]) -> str:
+    lines = ["| server | clients | requests/s | sentences/s | p50 latency | p99 latency | mean batch | right answers |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in result["results"]:
+        lines.append(f"| {r['server']} | {r['clients']} | {r['requests_per_s']:.2f} | {r['sentences_per_s']:.2f} | "
+                     f"{r['p50_ms']:.0f} ms | {r['p99_ms']:.0f} ms | {r['mean_batch']:.2f} | "
+                     f"{r['right']}/{r['requests']} |")
+    most = max(r["clients"] for r in result["results"])
+    lines.append(f"\nmicro-batching / one at a time, at {most} clients: {result['ratio']:.2f}x requests/s")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main()["all_right"] else 1)

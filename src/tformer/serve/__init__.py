@@ -1,0 +1,18 @@
+"""`tformer serve`: one checkpoint behind an HTTP API and a web page, with concurrent requests decoded in
+micro-batches.
+
+    limits.py    what a server takes (text sizes, new tokens, batch size and wait)
+    service.py   the loaded model; each endpoint's request checked, and a batch of them decoded
+    batching.py  the micro-batcher: a queue and one worker that runs batches in the model's thread
+    requests.py  the JSON bodies (strict pydantic models) and their errors as one line
+    app.py       the FastAPI app: routes, server-sent events, errors as {"error": ...}
+    page.py      the web page (static/: HTML, CSS, JavaScript; no build step)
+    server.py    uvicorn in the foreground or in a thread
+
+FastAPI and uvicorn are the `serve` extra (`pip install 'tformer[serve]'`): only `limits` and `service` import
+without them, and the rest of tformer never imports this package.
+"""
+
+from tformer.serve.limits import Limits
+
+__all__ = ["Limits"]

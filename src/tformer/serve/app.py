@@ -1,0 +1,181 @@
+"""The HTTP API: a FastAPI app over one loaded checkpoint (`service.Service`).
+
+    GET  /            the web page (`page`)
+    GET  /health      {"status": "ok"}
+    GET  /info        the model's kind and sizes, its endpoints, the limits, and the batches so far
+    POST /translate   encoder-decoder: {"text"} or {"texts"} -> {"translation"} or {"translations"}
+    POST /generate    GPT: {"prompt", ...} -> {"text", "tokens", "finish"}; with "stream": true, server-sent
+                      events: `token` ({"text": the new piece}) as they come, then `done` (the answer)
+    POST /score       GPT: {"text"} or {"texts"} -> {"score"} or {"scores"}: log-likelihood, perplexity, bits
+                      per token and per character, and each token's log-probability
+    POST /classify    BERT classifier: {"text"} or {"texts"} -> {"classification"} or {"classifications"}:
+                      labels with their probabilities, most likely first
+    POST /attention   any model with exact attention: {"text"} -> {"maps"}: every layer's and head's weights
+
+Every answer that is not a success is JSON {"error": "one line"}: 422 for a bad value (naming it and what
+is allowed), 404 for an endpoint this model does not serve (naming those it does), 405 for a wrong method,
+413 for a body over the limit; 500 only for a fault of the server, never for what a client sent.
+Decoding requests go through the micro-batcher (`batching`), which the app starts and stops with its life.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from functools import partial
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.exceptions import HTTPException
+
+from tformer.serve import page
+from tformer.serve.batching import MicroBatcher
+from tformer.serve.requests import AttentionBody, ClassifyBody, GenerateBody, ScoreBody, TranslateBody, read_body
+from tformer.serve.service import (
+    InputError,
+    Job,
+    Service,
+    prepare_attention,
+    prepare_classify,
+    prepare_generate,
+    prepare_score,
+    prepare_translate,
+    run_batch,
+)
+
+
+def create_app(service: Service) -> FastAPI:
+    """The app serving `service`; its micro-batcher runs while the app does (ASGI lifespan)."""
+    limits = service.limits
+    batcher = MicroBatcher(partial(run_batch, service), max_batch=limits.max_batch,
+                           wait_s=limits.batch_wait_ms / 1000)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        batcher.start()
+        yield
+        await batcher.stop()
+
+    app = FastAPI(title="tformer", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.service, app.state.batcher = service, batcher
+    add_error_handlers(app, service)
+    page.add_routes(app)
+
+    async def body(request: Request, endpoint: str, model: type) -> Any:
+        service.need(endpoint)  # the wrong endpoint for this model is named before its body is read
+        return await read_body(request, model, limit=limits.max_body_bytes)
+
+    async def answer(job: Job) -> Any:
+        try:
+            return await batcher.submit(job)
+        except InputError:
+            raise
+        except ValueError as e:  # the library refused the input after all
+            raise InputError(str(e).strip().splitlines()[0] or type(e).__name__) from None
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/info")
+    async def info() -> dict[str, Any]:
+        return {**service.info(), "batches": batcher.stats()}
+
+    @app.post("/translate")
+    async def translate(request: Request) -> dict[str, Any]:
+        b = await body(request, "translate", TranslateBody)
+        out = await answer(prepare_translate(service, text=b.text, texts=b.texts, beam=b.beam, lenpen=b.lenpen))
+        return {"translation": out[0]} if b.texts is None else {"translations": out}
+
+    @app.post("/generate")
+    async def generate(request: Request) -> Any:
+        b = await body(request, "generate", GenerateBody)
+        settings = dict(prompt=b.prompt, max_new_tokens=b.max_new_tokens, temperature=b.temperature, top_k=b.top_k,
+                        top_p=b.top_p, seed=b.seed, stop=b.stop)
+        if not b.stream:
+            return await answer(prepare_generate(service, **settings))
+        return stream_generation(lambda emit: prepare_generate(service, **settings, emit=emit), answer)
+
+    @app.post("/score")
+    async def score(request: Request) -> dict[str, Any]:
+        b = await body(request, "score", ScoreBody)
+        out = await answer(prepare_score(service, text=b.text, texts=b.texts, per_token=b.per_token))
+        return {"score": out[0]} if b.texts is None else {"scores": out}
+
+    @app.post("/classify")
+    async def classify(request: Request) -> dict[str, Any]:
+        b = await body(request, "classify", ClassifyBody)
+        out = await answer(prepare_classify(service, text=b.text, texts=b.texts, top=b.top))
+        return {"classification": out[0]} if b.texts is None else {"classifications": out}
+
+    @app.post("/attention")
+    async def attention(request: Request) -> dict[str, Any]:
+        b = await body(request, "attention", AttentionBody)
+        return await answer(prepare_attention(service, text=b.text, target=b.target))
+
+    return app
+
+
+def stream_generation(prepare: Callable[[Callable[[str], None]], Job],
+                      answer: Callable[[Job], Any]) -> StreamingResponse:
+    """Server-sent events of one generation: `token` events with each new piece of text as the model's
+    thread produces it, then one `done` event with the whole answer (or an `error` event). The request is
+    checked before the stream starts, so a bad one is a plain 4xx JSON answer."""
+    loop = asyncio.get_running_loop()
+    pieces: asyncio.Queue[str | None] = asyncio.Queue()
+    job = prepare(lambda piece: loop.call_soon_threadsafe(pieces.put_nowait, piece))
+    task = asyncio.ensure_future(answer(job))
+    # the model's thread schedules every piece before its batch returns, so the end marker comes after them
+    task.add_done_callback(lambda _: pieces.put_nowait(None))
+
+    async def events() -> AsyncIterator[str]:
+        try:
+            while (piece := await pieces.get()) is not None:
+                yield sse("token", {"text": piece})
+            if task.exception() is None:
+                yield sse("done", task.result())
+            else:
+                yield sse("error", {"error": error_message(task.exception())})
+        finally:
+            task.cancel()  # a client that left: its row still decodes, its answer is dropped
+
+    return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+def sse(event: str, data: dict[str, Any]) -> str:
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+def error_message(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def add_error_handlers(app: FastAPI, service: Service) -> None:
+    """Every refusal as {"error": one line}; unknown paths and wrong methods named with what there is."""
+    paths = ["GET /", "GET /health", "GET /info"] + [f"POST /{e}" for e in service.endpoints]
+
+    @app.exception_handler(InputError)
+    async def refused(request: Request, e: InputError) -> JSONResponse:
+        return JSONResponse({"error": error_message(e)}, status_code=e.status)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, e: HTTPException) -> JSONResponse:
+        where = f"{request.method} {request.url.path}"
+        if e.status_code == 404:
+            message = f"no endpoint {request.url.path}; this server has {', '.join(paths)}"
+        elif e.status_code == 405:
+            allowed = [p for p in paths if p.split(" ")[1] == request.url.path]
+            message = f"{where} is not allowed; use {' or '.join(allowed) or ', '.join(paths)}"
+        else:
+            message = f"{where}: {e.detail}"
+        return JSONResponse({"error": message}, status_code=e.status_code, headers=e.headers)
+
+    @app.exception_handler(Exception)
+    async def fault(request: Request, e: Exception) -> JSONResponse:
+        return JSONResponse({"error": f"internal error ({type(e).__name__}: {error_message(e)})"}, status_code=500)
+
+
+__all__ = ["create_app", "sse", "stream_generation"]

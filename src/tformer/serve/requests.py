@@ -1,0 +1,111 @@
+"""The JSON bodies the endpoints take, as pydantic models, and a request's body read into one.
+
+Every model is strict: a field of the wrong JSON type is refused, not converted ("4" is no beam, 4.0 no
+top_k, true no integer); an unknown field is refused, so a misspelt option cannot be silently ignored; and
+NaN or Infinity is no number. Ranges and limits are checked afterwards, by `service.prepare_*` (the library's
+own checks where it has them). `read_body` turns whatever pydantic refuses into one line naming the field,
+the value and what is allowed, raised as an `InputError` (HTTP 422; 413 for a body over the size limit).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from tformer.configio import shown
+from tformer.serve.service import InputError
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+class TranslateBody(Body):
+    text: str | None = None  # one sentence, or
+    texts: list[str] | None = None  # several (at most --max-batch)
+    beam: int | None = None  # default: the run's recipe (decode.beam)
+    lenpen: float | None = None
+
+
+class GenerateBody(Body):
+    prompt: str = ""  # "" starts a new document (after the model's start token)
+    max_new_tokens: int | None = None  # default: the server's --max-new-tokens
+    temperature: float = 1.0  # 0: greedy
+    top_k: int | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    stop: bool = True  # stop at the end-of-text token
+    stream: bool = False  # server-sent events, one per piece of text
+
+
+class ScoreBody(Body):
+    text: str | None = None
+    texts: list[str] | None = None
+    per_token: bool = True  # also each token's log p(x_t | x_<t)
+
+
+class ClassifyBody(Body):
+    text: str | None = None
+    texts: list[str] | None = None
+    top: int = 1  # labels returned per text, most likely first
+
+
+class AttentionBody(Body):
+    text: str
+    target: str | None = None  # encoder-decoder: the target to align (default: its greedy translation)
+
+
+EXAMPLES = {TranslateBody: '{"text": "In the beginning"}', GenerateBody: '{"prompt": "In the beginning"}',
+            ScoreBody: '{"text": "In the beginning"}', ClassifyBody: '{"text": "a fine film"}',
+            AttentionBody: '{"text": "In the beginning"}'}
+
+
+async def read_body(request: Request, model: type[Body], *, limit: int) -> Any:
+    """The request's JSON body as `model`; an InputError naming what is wrong with it."""
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise InputError(f"the body is {int(length)} bytes; this server reads at most {limit}", status=413)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise InputError(f"the body is more than {limit} bytes; this server reads at most {limit}", status=413)
+        chunks.append(chunk)
+    try:
+        return model.model_validate_json(b"".join(chunks))
+    except ValidationError as e:
+        raise InputError(describe(e.errors()[0], model, request.url.path)) from None
+
+
+def describe(error: dict[str, Any], model: type[Body], path: str) -> str:
+    """One line for pydantic's first complaint about a body for `path`."""
+    kind, loc, message = error["type"], error.get("loc", ()), error.get("msg", "")
+    fields = ", ".join(model.model_fields)
+    example = EXAMPLES[model]
+    if kind == "json_invalid":
+        reason = message.removeprefix("Invalid JSON: ")
+        return f"the body is not valid JSON ({reason}); send an object such as {example}"
+    if not loc or kind == "model_type":
+        return f"the body is {_json_kind(error.get('input'))}, not a JSON object; send an object such as {example}"
+    name = _path(loc)
+    if kind == "extra_forbidden":
+        return f"unknown field {name!r}; {path} takes {fields}"
+    if kind == "missing":
+        return f"missing field {name!r}; {path} takes {fields}, e.g. {example}"
+    wanted = message[0].lower() + message[1:] if message else "a value of another type"
+    return f"{name}={shown(error.get('input'))} is not allowed: {wanted}"
+
+
+def _path(loc: tuple) -> str:
+    """("texts", 2) -> "texts[2]"."""
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
+
+
+def _json_kind(value: object) -> str:
+    kinds = {list: "a list", str: "a string", bool: "true or false", int: "a number", float: "a number"}
+    return "null" if value is None else kinds.get(type(value), type(value).__name__)
+
+
+__all__ = ["AttentionBody", "ClassifyBody", "GenerateBody", "ScoreBody", "TranslateBody", "describe", "read_body"]

@@ -1,0 +1,388 @@
+"""The model a server holds, and what it does with it: each request is checked here, before it waits for
+the model (`prepare_*`: its text against the limits and the model's context, its settings by the library's
+own checks), and batches of checked requests are decoded by the library's batched functions (`run_batch`).
+
+A prepared request is a `Job`: its batch key (requests with equal keys may be decoded together: the same
+endpoint and the same decoding settings), its size (sentences it adds to a batch) and its payload. Seeded
+sampling and attention maps have a key of their own, so they always run alone: a seeded draw in a batch
+would take other rows' random numbers, and recording attention switches the model to its eager kernel.
+
+Batched decoding gives each sentence what it gives the sentence alone (padding is masked; the library's
+tests hold `translate`, `generate`, scoring and classification to that), so batching changes when an answer
+comes, not what it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from tformer.config import TransformerConfig, family_of
+from tformer.data.device import resolve_device
+from tformer.serve.limits import Limits
+from tformer.tasks.base import checkpoint_kind, load_checkpoint
+from tformer.training.checkpoint import load_config
+
+MAX_BEAM = 16  # beam sizes a request may ask for: each sentence costs `beam` rows
+MIN_TEMPERATURE = 1e-3  # below it (but above 0, greedy) logits / temperature overflow to inf in float32
+# what each kind of checkpoint serves, besides /health and /info (and /attention where attention is exact)
+ENDPOINTS = {"seq2seq": ("translate",), "gpt": ("generate", "score"), "bert classifier": ("classify",),
+             "bert": ()}
+_alone = itertools.count()  # keys no other job shares
+
+
+class InputError(ValueError):
+    """A request the server refuses: `status` is the HTTP status (422: a bad value; 404: an endpoint this
+    model does not have), the message one line naming the value and what is allowed."""
+
+    def __init__(self, message: str, status: int = 422) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Job:
+    key: Hashable  # jobs with equal keys may share a batch; key[0] is the endpoint
+    size: int  # sentences it adds to a batch
+    payload: Any
+
+
+@dataclass
+class Service:
+    """A loaded checkpoint (model in eval mode, config, tokenizer), what it serves, and its limits."""
+
+    path: str
+    model: nn.Module
+    config: TransformerConfig
+    tokenizer: Any
+    kind: str  # seq2seq, gpt, bert classifier, bert (`tasks.base.checkpoint_kind`)
+    limits: Limits
+    decode: Any = None  # the translator's DecodeConfig (its run's recipe.yaml, else the defaults)
+    endpoints: tuple[str, ...] = ()  # what it serves: ENDPOINTS[kind], and "attention" where attention is exact
+
+    def text_limit(self, room: int = 0) -> int:
+        """Tokens one text may have: the server's --max-tokens, at most the model's context less `room`."""
+        context = self.config.max_len - room
+        return context if self.limits.max_tokens is None else min(self.limits.max_tokens, context)
+
+    def info(self) -> dict[str, Any]:
+        """The model's family and sizes, the endpoints it serves and the server's limits."""
+        c = self.config
+        sizes = {name: getattr(c, name) for name in ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len")}
+        if getattr(c, "n_decoder_layers", None) is not None:
+            sizes["n_decoder_layers"] = c.n_decoder_layers
+        sizes["parameters"] = sum(p.numel() for p in self.model.parameters())
+        extra: dict[str, Any] = {}
+        if self.kind == "seq2seq":
+            extra["decode"] = {k: v for k, v in vars(self.decode).items() if k != "batch_size"}
+        if self.kind == "bert classifier":
+            extra["labels"] = label_names(c)
+        return {"checkpoint": self.path, "family": family_of(c), "kind": self.kind, "model": type(self.model).__name__,
+                "attention": c.attention.kind, "device": str(next(self.model.parameters()).device),
+                "sizes": sizes, "endpoints": list(self.endpoints), "limits": dataclasses.asdict(self.limits),
+                "max_beam": MAX_BEAM, **extra}
+
+    def need(self, endpoint: str) -> None:
+        """An InputError (404) unless this model serves `endpoint`."""
+        if endpoint not in self.endpoints:
+            offered = ", ".join(f"/{e}" for e in self.endpoints) or "none"
+            why = " (its attention is not exact)" if endpoint == "attention" else ""
+            raise InputError(f"/{endpoint} is not served for this {self.kind} checkpoint{why}; its endpoints: "
+                             f"{offered} (and GET /health, /info)", status=404)
+
+
+def load_service(path: str | Path, *, limits: Limits, device: str = "auto") -> Service:
+    """The checkpoint at `path` (any kind `tasks.base.load_checkpoint` reads: trained here or imported from
+    Hugging Face), on `device`, ready to serve."""
+    from tformer.tasks.translation import decode_config, run_recipe
+
+    where = resolve_device(device, what="--device")
+    config, model_class = load_config(path)
+    kind = checkpoint_kind(config, model_class)
+    model, config, tokenizer = load_checkpoint(path)
+    decode = None
+    if kind == "seq2seq":
+        decode = decode_config(run_recipe(path), batch_size=limits.max_batch)
+    return Service(path=str(path), model=model.to(where).eval(), config=config, tokenizer=tokenizer, kind=kind,
+                   limits=limits, decode=decode, endpoints=ENDPOINTS[kind] + (("attention",) if exact(model) else ()))
+
+
+def exact(model: nn.Module) -> bool:
+    """Whether every attention layer of `model` has a weight matrix to draw (`viz.attention.check_exact`)."""
+    from tformer.viz.attention import check_exact
+
+    try:
+        check_exact(model)
+    except ValueError:
+        return False
+    return True
+
+
+def label_names(config: Any) -> list[str]:
+    return list(config.label_names) or [f"LABEL_{i}" for i in range(config.n_labels)]
+
+
+# --- checking requests -----------------------------------------------------------------------------------
+
+
+def texts_of(text: str | None, texts: list[str] | None, limits: Limits) -> list[tuple[str, str]]:
+    """(name, text) of a request's `text` or `texts` (exactly one of them), each checked by `check_text`."""
+    if (text is None) == (texts is None):
+        raise InputError("give either text (one string) or texts (a list of strings), not " +
+                         ("both" if text is not None else "neither"))
+    if text is not None:
+        return [("text", check_text(text, "text", limits))]
+    if not texts:
+        raise InputError("texts is empty; give at least one string")
+    if len(texts) > limits.max_batch:
+        raise InputError(f"texts has {len(texts)} strings; this server takes at most {limits.max_batch} in one "
+                         "request (--max-batch)")
+    return [(f"texts[{i}]", check_text(t, f"texts[{i}]", limits)) for i, t in enumerate(texts)]
+
+
+def check_text(text: str, name: str, limits: Limits, *, empty: bool = False) -> str:
+    """`text` unless it is empty or only whitespace (unless `empty`), longer than --max-chars, or not valid
+    Unicode (a lone surrogate, which JSON's \\ud800 escapes can carry and no tokenizer can encode)."""
+    if not empty and not text.strip():
+        raise InputError(f"{name} is {'empty' if not text else 'only whitespace'}; give some text")
+    if len(text) > limits.max_chars:
+        raise InputError(f"{name} has {len(text)} characters; this server takes at most {limits.max_chars} "
+                         "(--max-chars)")
+    bad = next((i for i, c in enumerate(text) if "\ud800" <= c <= "\udfff"), None)
+    if bad is not None:
+        raise InputError(f"{name} is not valid Unicode: a lone surrogate {ascii(text[bad])} at character {bad + 1}")
+    return text
+
+
+def check_tokens(n: int, limit: int, name: str, service: Service, *, what: str = "") -> None:
+    if n > limit:
+        context = f"the model's context max_len={service.config.max_len}{what}"
+        raise InputError(f"{name} is {n} tokens; this server takes at most {limit} ({context}, --max-tokens)")
+
+
+def prepare_translate(service: Service, *, text: str | None, texts: list[str] | None, beam: int | None,
+                      lenpen: float | None) -> Job:
+    named = texts_of(text, texts, service.limits)
+    for name, t in named:
+        if "\n" in t or "\r" in t:
+            raise InputError(f"{name} holds a line break; give one sentence a string (texts: a list of them)")
+    widest = min(MAX_BEAM, service.config.vocab_size - 1)  # beam search needs fewer beams than tokens
+    if beam is not None and not 1 <= beam <= widest:
+        raise InputError(f"beam={beam} is not allowed; give 1 (greedy) to {widest}")
+    given = {k: v for k, v in (("beam", beam), ("lenpen", lenpen)) if v is not None}
+    decode = _library_check(lambda: dataclasses.replace(service.decode, **given))
+    limit = service.text_limit()
+    for (name, _), ids in zip(named, service.tokenizer.encode_batch([t for _, t in named]), strict=True):
+        check_tokens(len(ids), limit, name, service)
+    return Job(("translate", decode.beam, decode.lenpen), len(named), [t for _, t in named])
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One prompt to continue: its ids, how many tokens it may get, and where its text goes as it comes."""
+
+    ids: list[int]
+    max_new: int  # at most: the request's max_new_tokens, or what the context leaves
+    emit: Callable[[str], None] | None
+
+
+def prepare_generate(service: Service, *, prompt: str, max_new_tokens: int | None, temperature: float,
+                     top_k: int | None, top_p: float | None, seed: int | None, stop: bool,
+                     emit: Callable[[str], None] | None = None) -> Job:
+    from tformer.decoding.sampling import check_sampling
+    from tformer.tasks.lm import prompt_ids
+
+    limits = service.limits
+    check_text(prompt, "prompt", limits, empty=True)
+    max_new = limits.max_new_tokens if max_new_tokens is None else max_new_tokens
+    if not 0 <= max_new <= limits.max_new_tokens:
+        raise InputError(f"max_new_tokens={max_new} is not allowed; give 0 to {limits.max_new_tokens} "
+                         "(--max-new-tokens)")
+    _library_check(lambda: check_sampling(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed))
+    if 0 < temperature < MIN_TEMPERATURE:
+        raise InputError(f"temperature={temperature} is too small to sample with; give 0 (greedy) or at least "
+                         f"{MIN_TEMPERATURE:g}")
+    ids = _library_check(lambda: prompt_ids(service.tokenizer, service.config, prompt))
+    check_tokens(len(ids), service.text_limit(room=1), "prompt", service, what=", less 1 to generate into")
+    config = service.config
+    stops = (config.eos_id,) if stop and config.eos_id is not None else ()
+    if temperature == 0:
+        key: tuple = ("generate", 0.0, None, None, stops)  # greedy: the other settings change nothing
+    elif seed is not None:
+        key = ("generate", "alone", next(_alone))
+    else:
+        key = ("generate", temperature, top_k, top_p, stops)
+    settings = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, stop_tokens=stops)
+    n = min(max_new, config.max_len - len(ids))
+    return Job(key, 1, (Generation(ids, n, emit), settings))
+
+
+def prepare_score(service: Service, *, text: str | None, texts: list[str] | None, per_token: bool) -> Job:
+    named = texts_of(text, texts, service.limits)
+    bos = service.config.bos_id
+    limit = service.text_limit(room=0 if bos is None else 1)
+    for (name, _), ids in zip(named, service.tokenizer.encode_batch([t for _, t in named]), strict=True):
+        check_tokens(len(ids), limit, name, service, what="" if bos is None else ", less its start token")
+        if bos is None and len(ids) < 2:
+            raise InputError(f"{name} is {len(ids)} token(s); this model has no start token, so its first token "
+                             "is context only: give at least 2")
+    return Job(("score",), len(named), ([t for _, t in named], per_token))
+
+
+def prepare_classify(service: Service, *, text: str | None, texts: list[str] | None, top: int) -> Job:
+    named = texts_of(text, texts, service.limits)
+    if top < 1:
+        raise InputError(f"top={top} is not allowed; give a positive integer (the labels to return)")
+    limit = service.text_limit(room=2)
+    for (name, _), ids in zip(named, service.tokenizer.encode_batch([t for _, t in named]), strict=True):
+        check_tokens(len(ids), limit, name, service, what=", less 2 for [CLS] and [SEP]")
+    return Job(("classify",), len(named), ([t for _, t in named], top))
+
+
+def prepare_attention(service: Service, *, text: str, target: str | None) -> Job:
+    limits = service.limits
+    check_text(text, "text", limits)
+    if target is not None:
+        if service.kind != "seq2seq":
+            raise InputError(f"target is only for an encoder-decoder; this is a {service.kind} checkpoint")
+        check_text(target, "target", limits)
+        check_tokens(len(service.tokenizer.encode(target)), service.text_limit(room=1), "target", service,
+                     what=", less 1 for the start symbol")
+    if service.kind == "gpt":
+        room = 0 if service.config.bos_id is None else 1  # its start token
+    else:
+        room = 0 if service.kind == "seq2seq" else 2  # BERT: [CLS] text [SEP]
+    check_tokens(len(service.tokenizer.encode(text)), service.text_limit(room=room), "text", service)
+    return Job(("attention", next(_alone)), 1, (text, target))
+
+
+def _library_check(check: Callable[[], Any]) -> Any:
+    """What `check()` returns; its ValueError (a library check's one-line refusal) as an InputError."""
+    try:
+        return check()
+    except ValueError as e:
+        raise InputError(str(e).strip().splitlines()[0]) from None
+
+
+# --- running batches ------------------------------------------------------------------------------------
+
+
+def run_batch(service: Service, key: tuple, payloads: list[Any]) -> list[Any]:
+    """The answers to a batch of prepared requests of one key, in order: one library call for them all."""
+    runners = {"translate": _translate, "generate": _generate, "score": _score, "classify": _classify,
+               "attention": _attention}
+    return runners[key[0]](service, key, payloads)
+
+
+def _flat(payloads: list[list[str]]) -> tuple[list[str], list[int]]:
+    """All the texts of a batch's requests in one list, and where each request's texts start."""
+    starts = list(itertools.accumulate([0, *map(len, payloads)]))
+    return [t for p in payloads for t in p], starts
+
+
+def _translate(service: Service, key: tuple, payloads: list[list[str]]) -> list[list[str]]:
+    from tformer.tasks.translation import translate
+
+    decode = dataclasses.replace(service.decode, beam=key[1], lenpen=key[2],
+                                 batch_size=max(service.decode.batch_size, sum(map(len, payloads))))
+    texts, starts = _flat(payloads)
+    out = translate(service.model, service.tokenizer, texts, decode)
+    return [out[a:b] for a, b in itertools.pairwise(starts)]
+
+
+def _generate(service: Service, key: tuple, payloads: list[tuple[Generation, dict]]) -> list[dict[str, Any]]:
+    """Continue every prompt of the batch in `decoding.generate` calls: as few as the context allows (the
+    longest prompt plus the most new tokens of a call must fit max_len; a row's own positions start at its
+    first token, so each row gets what it would get alone), each row cut at its own max_new."""
+    from tformer.tasks.lm import TextStream
+
+    settings = payloads[0][1]
+    rows = [g for g, _ in payloads]
+    streams = [TextStream(service.tokenizer) for _ in rows]
+    for group in _fitting(rows, service.config.max_len):
+        _generate_rows(service, [rows[i] for i in group], [streams[i] for i in group], settings)
+    return [{"text": s.text, "tokens": len(s.ids), "finish": "length" if len(s.ids) == g.max_new else "stop"}
+            for g, s in zip(rows, streams, strict=True)]
+
+
+def _fitting(rows: list[Generation], max_len: int) -> list[list[int]]:
+    """The rows' indices in groups, in order, each group's longest prompt + most new tokens <= max_len."""
+    groups: list[list[int]] = []
+    longest = most = 0
+    for i, g in enumerate(rows):
+        if groups and max(longest, len(g.ids)) + max(most, g.max_new) <= max_len:
+            groups[-1].append(i)
+            longest, most = max(longest, len(g.ids)), max(most, g.max_new)
+        else:
+            groups.append([i])
+            longest, most = len(g.ids), g.max_new
+    return groups
+
+
+def _generate_rows(service: Service, rows: list[Generation], streams: list[Any], settings: dict) -> None:
+    from tformer.decoding import generate
+
+    def on_token(row: int, token: int) -> None:
+        if len(streams[row].ids) < rows[row].max_new:  # a row stops at its own limit, the call at the largest
+            piece = streams[row].push(token)
+            if piece and rows[row].emit is not None:
+                rows[row].emit(piece)
+
+    most = max(g.max_new for g in rows)
+    if most > 0:
+        generate(service.model, [g.ids for g in rows], max_new_tokens=most, pad_id=service.config.pad_id or 0,
+                 on_token=on_token, **settings)
+
+
+def _score(service: Service, key: tuple, payloads: list[tuple[list[str], bool]]) -> list[list[dict[str, Any]]]:
+    from tformer.tasks.scoring import score_lines, token_scores
+
+    texts, starts = _flat([t for t, _ in payloads])
+    scores = score_lines(service.model, service.tokenizer, texts)
+    out = []
+    for (_, per_token), (a, b) in zip(payloads, itertools.pairwise(starts), strict=True):
+        answer = []
+        for text, s in zip(texts[a:b], scores[a:b], strict=True):
+            item = {"log_prob": s.log_prob, "tokens": s.n_tokens, "perplexity": _finite(s.perplexity),
+                    "bits_per_token": -s.log_prob / math.log(2) / s.n_tokens, "bits_per_char": s.bits_per_char}
+            if per_token:
+                item["token_log_probs"] = [[t, lp] for t, lp in token_scores(service.tokenizer, text, s)]
+            answer.append(item)
+        out.append(answer)
+    return out
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _classify(service: Service, key: tuple, payloads: list[tuple[list[str], int]]) -> list[list[list[dict]]]:
+    from tformer.tasks.classify import top_labels
+
+    texts, starts = _flat([t for t, _ in payloads])
+    labels = top_labels(service.model, service.tokenizer, texts, top=service.config.n_labels)
+    return [[[{"label": name, "probability": p} for name, p in ranked[:top]] for ranked in labels[a:b]]
+            for (_, top), (a, b) in zip(payloads, itertools.pairwise(starts), strict=True)]
+
+
+def _attention(service: Service, key: tuple, payloads: list[tuple[str, str | None]]) -> list[dict[str, Any]]:
+    from tformer.viz.attention import attention_maps
+
+    out = []
+    for text, target in payloads:
+        maps = attention_maps(service.model, service.tokenizer, text, target=target)
+        out.append({"maps": [{"part": m.part, "title": m.title, "queries": m.queries, "keys": m.keys,
+                              "weights": torch.round(m.weights, decimals=4).tolist()} for m in maps]})
+    return out
+
+
+__all__ = ["ENDPOINTS", "MAX_BEAM", "InputError", "Job", "Service", "check_text", "load_service", "prepare_attention",
+           "prepare_classify", "prepare_generate", "prepare_score", "prepare_translate", "run_batch"]
