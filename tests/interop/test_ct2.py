@@ -26,8 +26,6 @@ from tformer.interop.ct2 import CT2Model, generate_ids, load_ct2, to_ct2, transl
 from tformer.tokenization import BPETokenizer, CharTokenizer
 from tformer.training.checkpoint import save_checkpoint
 
-pytest.importorskip("ctranslate2")  # the [ct2] extra
-
 LIMITS = dict(max_len_a=1.5, max_len_b=4)
 TOLERANCE = 1e-4
 # Translators: the demo recipe's layout (post-LN, interleaved sinusoids, scaled tied embeddings) and variants.
