@@ -27,9 +27,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     recipe = load_recipe(args.config, args.overrides)
     state = train(recipe, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress)
     if state.get("interrupted"):
-        print(f"tformer: {state['interrupted']} at step {state['step']}: saved {recipe.out_dir}/last; "
-              f"continue with --resume", file=sys.stderr)
-        return 128 + signal.Signals[state["interrupted"]].value
+        return report_interrupt(state, recipe.out_dir, "continue with --resume")
     if not launched_world().is_main:  # under torchrun, rank 0 reports
         return 0
     print(stop_summary(state))
@@ -38,3 +36,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     saved = [f"{recipe.out_dir}/{name}" for name in ("last", "best") if (Path(recipe.out_dir) / name).is_dir()]
     print(f"checkpoints in {' and '.join(saved)}" if saved else "no checkpoint was written")
     return 0
+
+
+def report_interrupt(state: dict, out_dir: str, how_to_continue: str) -> int:
+    """A run a signal stopped: one line on stderr (what was saved, how to go on), exit code 128 + the signal."""
+    print(f"tformer: {state['interrupted']} at step {state['step']}: saved {out_dir}/last; {how_to_continue}",
+          file=sys.stderr)
+    return 128 + signal.Signals[state["interrupted"]].value
+

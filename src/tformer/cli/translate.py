@@ -90,6 +90,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from tformer.cli.train import report_interrupt
     from tformer.tasks import load_recipe
     from tformer.tasks.translation import evaluate_checkpoint, save_test_results, train_translation
     from tformer.training.loop import stop_summary
@@ -99,6 +100,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
           f"{recipe.train.time_budget_min} min / {recipe.train.max_steps} steps; run directory {recipe.out_dir}")
     start = time.perf_counter()
     state = train_translation(recipe, overwrite=args.overwrite)
+    if state.get("interrupted"):  # no test decoding of a model the person stopped
+        return report_interrupt(state, recipe.out_dir, f"continue with `tformer train {args.config} "
+                                f"{' '.join(args.overrides)} --resume`".replace("  ", " "))
     stopped = stop_summary(state)
     print(stopped)
     checkpoint = Path(recipe.out_dir) / "best"
