@@ -51,7 +51,7 @@ def busy(n: int) -> Iterator[None]:
 
 def train_speed(recipe: str, steps: int, extra: list[str], out_dir: Path) -> float:
     command = [sys.executable, "-m", "tformer", "train", recipe, f"train.max_steps={steps}", "train.log_every=20",
-               "train.eval_every=1000000", f"out_dir={out_dir}", "--overwrite", "--no-progress", *extra]
+               "train.eval_every=1000000", f"out_dir={out_dir}", *extra, "--overwrite", "--no-progress"]
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}  # torch's default: one per core
     subprocess.run(command, cwd=ROOT, env=env, check=True, capture_output=True, text=True)
     lines = (out_dir / "metrics.jsonl").read_text().splitlines()
@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="docs/threads.json")
     parser.add_argument("--quick", action="store_true", help="60 steps, one round")
     args = parser.parse_args(argv)
-    apply_quick(parser, args, {"steps": 60, "rounds": 1})
+    if args.quick:
+        apply_quick(parser, args, {"steps": 60, "rounds": 1})
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for n_busy in args.busy:
