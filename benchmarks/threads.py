@@ -25,7 +25,8 @@ from pathlib import Path
 from benchmarks.common import apply_quick, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
-CONTENDERS = {"default": [], "one thread": ["train.threads=1"], "tuned": ["train.tune_threads=true"]}
+CONTENDERS = {"default": ["train.tune_threads=false"], "one thread": ["train.threads=1", "train.tune_threads=false"],
+              "tuned": ["train.tune_threads=true"]}
 
 
 def steps_per_s(records: list[dict]) -> float:
