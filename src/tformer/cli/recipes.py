@@ -13,7 +13,7 @@ import argparse
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("recipes", help="list the shipped YAML recipes, or copy one to edit")
-    actions = p.add_subparsers(dest="action", required=True)
+    actions = p.add_subparsers(dest="action", metavar="{list,copy}", required=True)
     q = actions.add_parser("list", help="each recipe's name and what it trains")
     q.set_defaults(run=cmd_list)
     q = actions.add_parser("copy", help="copy a recipe to a file (or a folder) to edit")
