@@ -3,7 +3,7 @@
 that each keep one core busy (a stand-in for whatever else a user's machine runs). Contenders alternate
 within each round, so a machine that gets busier penalises none of them.
 
-    python -m benchmarks.threads [--recipe configs/demo.yaml] [--steps 140] [--busy 0 1] [--rounds 2]
+    python -m benchmarks.threads [--recipe demo] [--steps 140] [--busy 0 1] [--rounds 2]
 
 Prints steps per second (from the first logged step to the last, so start-up and the first step's
 allocations do not count) and each contender's ratio to torch's default; writes --out as JSON.
@@ -61,7 +61,7 @@ def train_speed(recipe: str, steps: int, extra: list[str], out_dir: Path) -> flo
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--recipe", default="configs/demo.yaml")
+    parser.add_argument("--recipe", default="demo")
     parser.add_argument("--steps", type=int, default=140)
     parser.add_argument("--busy", type=int, nargs="+", default=[0, 1], help="processes spinning beside the run")
     parser.add_argument("--rounds", type=int, default=2)

@@ -1,4 +1,4 @@
-"""`tformer train CONFIG.yaml [key=value ...] [--resume | --overwrite] [--no-progress]`: any task's recipe."""
+"""`tformer train CONFIG.yaml|NAME [key=value ...] [--resume | --overwrite] [--no-progress]`: any task's recipe."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a model from a YAML recipe")
-    p.add_argument("config", help="YAML recipe, e.g. configs/demo.yaml")
+    p.add_argument("config", help="YAML recipe file, or a shipped recipe's name (tformer recipes list), e.g. demo")
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.max_steps=100")
     runs = p.add_mutually_exclusive_group()
     runs.add_argument("--resume", action="store_true", help="continue from OUT_DIR/last exactly")

@@ -3,7 +3,7 @@
     tformer translate --checkpoint DIR [--input F] [--output F] [--truncate] [--beam N] [--lenpen X]
                       [--batch-size N]
     tformer evaluate --checkpoint DIR [--split test] [--limit N] [--beam N] [--lenpen X] [--batch-size N]
-    tformer demo CONFIG.yaml [key=value ...]
+    tformer demo CONFIG.yaml|NAME [key=value ...]
 
 Decoding settings not given come from the run's recipe.yaml beside the checkpoint
 (`tasks.translation.run_recipe`), else the defaults. Input is read by `data.lines.read_lines` (one sentence a
@@ -39,7 +39,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=cmd_evaluate)
 
     p = sub.add_parser("demo", help="train a translator, then score it on the test split")
-    p.add_argument("config", help="YAML recipe, e.g. configs/demo.yaml")
+    p.add_argument("config", help="YAML recipe file, or a shipped recipe's name (tformer recipes list), e.g. demo")
     p.add_argument("overrides", nargs="*")
     p.add_argument("--overwrite", action="store_true", help="replace the run already in OUT_DIR")
     p.set_defaults(run=cmd_demo)

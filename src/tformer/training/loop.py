@@ -287,8 +287,10 @@ def _evaluate(model: nn.Module, task: Task, train: TrainConfig, state: dict, log
         metrics = task.evaluate(model)
     except Exception as e:  # keep the steps trained so far; --resume continues once the cause is fixed
         checkpoints.save("last", state)
-        e.add_note(f"the evaluation at step {state['step']} failed; the steps trained so far are saved in "
-                   f"{checkpoints.out_dir / 'last'}")
+        note = (f"the evaluation at step {state['step']} failed; the steps trained so far are saved in "
+                f"{checkpoints.out_dir / 'last'}")
+        if hasattr(e, "add_note"):  # Python 3.11+ prints it under the traceback; 3.10 has no notes
+            e.add_note(note)
         raise
     if log is not None:
         log.write({"step": state["step"], **{f"eval/{k}": v for k, v in metrics.items()}})
