@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from tformer.cli import classify, convert, lm, serve, train, translate, viz
+from tformer.cli.shared import HelpFormatter
 
 EXIT_USER_ERROR = 2
 GROUPS = (train, translate, lm, classify, convert, viz, serve)  # in the order `tformer --help` lists their commands
@@ -60,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
 class Parser(argparse.ArgumentParser):
     """argparse, with a usage error printed as every other user error is: one line `tformer: error: ...`
     (no usage block), exit code 2. Subcommand parsers inherit it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)  # every option's help ends with its default
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         print(f"tformer: error: {message}", file=sys.stderr)

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from tformer.config import TransformerConfig, family_of
 from tformer.configio import check_choice, dump_yaml, flat_keys, parse_yaml, read_yaml, shown, to_dict
-from tformer.data.device import device_of, to_device
+from tformer.data.device import check_placement, device_of, place, to_device
 from tformer.tokenization import check_vocabulary, load_tokenizer
 from tformer.training.checkpoint import load_config, load_model, tokenizer_dir
 from tformer.training.distributed import launched_world
@@ -197,14 +197,18 @@ def check_kind(path: str | Path, command: str) -> None:
     raise ValueError(f"checkpoint {path} {held}; a {kind} checkpoint is for {use}")
 
 
-def load_checkpoint(path: str | Path, *, command: str | None = None) -> tuple[nn.Module, TransformerConfig, Any]:
+def load_checkpoint(path: str | Path, *, command: str | None = None, device: str = "cpu",
+                    dtype: str = "float32") -> tuple[nn.Module, TransformerConfig, Any]:
     """(model in eval mode, config, tokenizer) of a checkpoint directory, trained here or imported with
     `tformer convert --from-hf`. With `command` (a key of NEEDS), a checkpoint of a kind that command does
     not take is refused first (`check_kind`). The tokenizer must make no id the model has no embedding for
-    (an encoder-decoder's one tokenizer serves both sides, so it must fit the smaller vocabulary)."""
+    (an encoder-decoder's one tokenizer serves both sides, so it must fit the smaller vocabulary). The model
+    is placed on `device` in `dtype` (`data.device.place`; both checked before anything loads)."""
+    check_placement(device=device, dtype=dtype)
     if command is not None:
         check_kind(path, command)
     model, config = load_model(path)
+    model = place(model, device=device, dtype=dtype)
     if tokenizer_dir(path) is None:
         raise ValueError(f"checkpoint {path} has no tokenizer/ directory")
     tokenizer = load_tokenizer(path)
