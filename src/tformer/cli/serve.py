@@ -19,8 +19,8 @@ INSTALL = "tformer serve needs FastAPI and uvicorn: pip install 'tformer[serve]'
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve a checkpoint over HTTP: a JSON API and a web page")
-    p.add_argument("--checkpoint", required=True)
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
+    p.add_argument("--checkpoint", required=True, help="a checkpoint directory: translator, GPT or BERT classifier")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=options.integer(low=0, high=65535), default=8000, help="0: any free port")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     p.add_argument("--max-chars", type=options.integer(low=1), default=2000, help="characters of one text")
