@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from tformer.config import TransformerConfig, family_of
 from tformer.configio import check_choice, dump_yaml, flat_keys, parse_yaml, read_yaml, shown, to_dict
 from tformer.data.device import check_placement, device_of, place, to_device
+from tformer.models.calc import model_summary
 from tformer.tokenization import check_vocabulary, load_tokenizer
 from tformer.training.checkpoint import load_config, load_model, tokenizer_dir
 from tformer.training.distributed import launched_world
@@ -57,7 +58,7 @@ def check_recipe(recipe: Any) -> None:
 # silently not apply, or apply to half a run, so it is refused.
 RESUME_MAY_CHANGE = ("out_dir", "train.max_steps", "train.time_budget_min", "train.eval_every", "train.log_every",
                      "train.save_every", "train.keep_last", "train.max_bad_steps", "train.device", "train.distributed",
-                     "train.accum_steps", "model.", "decode.", "sample.")
+                     "train.accum_steps", "train.tensorboard", "model.", "decode.", "sample.")
 
 
 def check_resumed_recipe(out_dir: Path, recipe: Any) -> None:
@@ -101,7 +102,8 @@ def run_task(recipe: Any, setup: Callable[[Any], Setup], *, resume: bool, progre
     `setup(tokenizer)` builds the task's model, config, data and tokenizer (`tokenizer` is None on a fresh
     run: the task trains its own); `fit` trains, writing recipe.yaml, metrics and checkpoints to OUT_DIR.
     Then, on the main process of a run that was not interrupted, `finish(state, setup)` (if given) does
-    the task's last part and returns the state to hand back.
+    the task's last part and returns the state to hand back. The main process prints the model's size and
+    training FLOPs per token at its context (`models.calc.model_summary`) before training starts.
 
     The main process holds OUT_DIR for the whole training (`rundir`): no fresh run over an existing one
     unless `overwrite` (refused before anything is built), no second training at once (a lock), and a
@@ -119,6 +121,8 @@ def run_task(recipe: Any, setup: Callable[[Any], Setup], *, resume: bool, progre
             check_resumed_recipe(out_dir, recipe)
         torch.manual_seed(recipe.train.seed)
         built = setup(resumed_tokenizer(out_dir) if resume else None)
+        if main:  # what the run costs, before it starts
+            print(model_summary(built.model, seq_len=built.config.max_len), flush=True)
         if main and not resume:
             held.enter_context(hold(out_dir, fresh=True, overwrite=overwrite))
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,7 @@ class TrainConfig:
     distributed: str = "ddp"  # under torchrun: "ddp" (a replica per rank) or "fsdp" (fully sharded)
     device: str = "auto"  # "auto" (a GPU if torch sees one, else the CPU), "cpu", "cuda" or "cuda:N"
     best_metric: str = "valid_loss"  # chooses the `best` checkpoint; "bleu" and "accuracy" count higher as better
+    tensorboard: bool = False  # also log to out_dir/tensorboard (needs the tensorboard package: tformer[tb])
     optim: OptimConfig = field(default_factory=OptimConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
 
