@@ -106,6 +106,17 @@ def test_translate_and_classify_run_in_each_dtype_on_the_cpu(world: World, tmp_p
     assert len(rows) == 3 and all(len(r) == 4 and 0 <= float(r[1]) <= 1 for r in rows)
 
 
+def test_score_in_each_dtype_is_close_to_float32(world: World, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    text = tmp_path / "text.txt"
+    text.write_text("In the beginning God created the heavens\n", encoding="utf-8")
+    totals = {}
+    for dtype in ("float32", "bfloat16", "float16"):
+        assert main(["score", "--checkpoint", str(world.gpt), "-i", str(text), "--dtype", dtype]) == 0
+        totals[dtype] = float(capsys.readouterr().out.splitlines()[-1].split("\t")[1])  # the "all" row
+    assert totals["bfloat16"] == pytest.approx(totals["float32"], rel=1e-2)
+    assert totals["float16"] == pytest.approx(totals["float32"], rel=1e-3)
+
+
 def test_dash_means_stdin_and_stdout_and_a_file_output_is_written_whole(world: World, tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
