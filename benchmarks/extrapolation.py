@@ -5,7 +5,8 @@ scheme, then evaluated on longer blocks of the same validation text.
                                        [--lengths 128 256 512 1024] [--eval-chars 32768]
                                        [--runs runs/extrapolation] [--out docs/extrapolation] [--quick]
 
-Training: configs/gpt-bible.yaml read by tformer's own loader (`load_recipe`) with key=value overrides, the
+Training: the gpt-bible recipe (src/tformer/recipes/gpt-bible.yaml) read by tformer's own loader
+(`load_recipe`) with key=value overrides, the
 same for every scheme but `positions`: d 128, 4 heads, m 512, 4 layers (the model of benchmarks/quality.py),
 blocks of 128 characters, 32 a step (the 4,096 tokens a step of the preset), the same seed and batches,
 `--steps` steps with the preset's warm-up fraction and a cosine decay ending at the last step, no sampling,

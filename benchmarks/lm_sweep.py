@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import write_json
+from tformer import recipes
 from tformer.tasks import load_recipe
 from tformer.tasks.lm import LMRecipe, train_lm
 
-CONFIG = Path(__file__).resolve().parents[1] / "configs" / "gpt-bible.yaml"
+CONFIG = recipes.path("gpt-bible")  # src/tformer/recipes/gpt-bible.yaml
 MODEL = {"d_model": 128, "n_heads": 4, "d_ff": 512, "n_layers": 4}  # the model every variant changes one thing of
 
 

@@ -4,7 +4,8 @@ trained on the same text for the same steps; validation loss, bits per character
     python -m benchmarks.quality [--steps 300] [--variants exact mqa ...] [--runs runs/quality]
                                  [--out docs/quality] [--quick] [--no-progress]
 
-The recipe is configs/gpt-bible.yaml read by tformer's own loader (`load_recipe`) with key=value overrides,
+The recipe is gpt-bible (src/tformer/recipes/gpt-bible.yaml) read by tformer's own loader (`load_recipe`)
+with key=value overrides,
 the same for every variant but the attention: a smaller model (d 128, 4 heads, m 512, 4 layers, learned
 positions as in the preset), 16 blocks of 256 characters a step, the same seed (so the same batches in
 the same order), `--steps` optimizer steps with the preset's warm-up fraction and a cosine decay ending at

@@ -97,6 +97,24 @@ def test_train_translate_evaluate(recipe, tmp_path, capsys) -> None:  # noqa: AN
     assert "translating" in captured.err and "20/20" in captured.err  # the progress bar over the sentences
 
 
+def test_demo_stopped_by_a_signal_says_how_to_go_on_and_decodes_nothing(recipe, monkeypatch, capsys) -> None:  # noqa: ANN001
+    import tformer.tasks.translation as translation
+
+    def stopped(*args, **kwargs) -> dict:  # noqa: ANN002, ANN003
+        return {"step": 7, "elapsed": 60.0, "stopped": "SIGTERM", "interrupted": "SIGTERM"}
+
+    def never(*args, **kwargs) -> None:  # noqa: ANN002, ANN003
+        raise AssertionError("a stopped demo must not decode the test set")
+
+    monkeypatch.setattr(translation, "train_translation", stopped)
+    monkeypatch.setattr(translation, "evaluate_checkpoint", never)
+    assert main(["demo", str(recipe), "train.seed=3"]) == 143
+    err = capsys.readouterr().err
+    out_dir = yaml.safe_load(recipe.read_text())["out_dir"]
+    assert err.strip() == (f"tformer: SIGTERM at step 7: saved {out_dir}/last; continue with "
+                           f"`tformer train {recipe} train.seed=3 --resume`")
+
+
 def test_demo_on_a_time_budget_says_why_it_stopped_and_what_it_got(recipe, tmp_path, capsys) -> None:  # noqa: ANN001
     assert main(["demo", str(recipe), "train.max_steps=100000", "train.time_budget_min=0.0001"]) == 0
     captured = capsys.readouterr()

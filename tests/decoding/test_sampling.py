@@ -88,6 +88,10 @@ def test_temperature_towards_zero_is_greedy() -> None:
     assert torch.equal(sample_next(logits, greedy=True, temperature=5.0), argmax)
     g = torch.Generator().manual_seed(0)
     assert torch.equal(sample_next(logits, temperature=1e-4, generator=g), argmax)
+    for tiny in (1e-30, 1e-300, 5e-324):  # below float32's range: no nan, the argmax (it raised before)
+        assert torch.equal(sample_next(logits, temperature=tiny, generator=g), argmax)
+    tied = torch.tensor([[1.0, 3.0, 3.0, -2.0]])
+    assert set(sample_next(tied.expand(200, 4), temperature=1e-300, generator=g).tolist()) == {1, 2}
 
 
 def test_greedy_ties_pick_the_lower_id() -> None:

@@ -146,7 +146,7 @@ def test_tiny_gpt_learns_and_resumes_exactly(tmp_path) -> None:  # noqa: ANN001
 
 def test_gpt_bible_config_loads_and_runs_two_steps(tmp_path) -> None:  # noqa: ANN001
     assert TASKS["lm"][0] is LMRecipe
-    recipe = load_recipe("configs/gpt-bible.yaml", [
+    recipe = load_recipe("gpt-bible", [
         f"out_dir={tmp_path}", "train.max_steps=2", "model.overrides.d_model=32", "model.overrides.d_ff=64",
         "model.overrides.n_layers=1", "data.eval_tokens=500", "sample.max_new_tokens=5"])
     assert isinstance(recipe, LMRecipe) and recipe.train.time_budget_min == 15

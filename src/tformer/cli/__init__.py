@@ -1,9 +1,10 @@
 """The `tformer` command.
 
-    tformer train CONFIG.yaml [key=value ...] [--resume | --overwrite] [--no-progress] [--tensorboard]
+    tformer --version
+    tformer train CONFIG.yaml|NAME [key=value ...] [--resume | --overwrite] [--no-progress] [--tensorboard]
     tformer translate --checkpoint DIR [-i F] [-o F] [--truncate] [--beam N] [--lenpen X] [--batch-size N]
     tformer evaluate --checkpoint DIR [--split test] [--limit N] [--json] [--hyp-out F] [-o F] [--beam N]
-    tformer demo CONFIG.yaml [key=value ...]
+    tformer demo CONFIG.yaml|NAME [key=value ...]
     tformer generate --checkpoint DIR [--prompt TEXT ...] [-i F] [-o F] [-n N] [--json] [--max-new-tokens N]
                      [--temperature T] [--top-k K] [--top-p P] [--seed S] [--no-stop]
     tformer score --checkpoint DIR [FILE | -i F] [-o F] [--per-token]
@@ -15,6 +16,7 @@
     tformer plot complexity [--results docs/complexity/results.json] [--out-dir DIR] [--format png|svg]
     tformer report RUN_DIR [-o FILE]
     tformer serve --checkpoint DIR [--host H] [--port P] [--device D] [--max-batch N] [--batch-wait-ms MS] ...
+    tformer recipes list   |   tformer recipes copy NAME DEST [--overwrite]
 
 Every inference command (translate, evaluate, generate, score, classify, plot attention) also takes
 `--device` and `--dtype`; `-i`/`-o` take `-` for stdin/stdout (`cli.shared`, docs/cli.md).
@@ -22,7 +24,8 @@ Every inference command (translate, evaluate, generate, score, classify, plot at
 One module per group of commands registers its commands and turns their arguments into calls of the
 library, which checks and interprets prompts, files and decoding settings (so the Python API gets the same
 checks): `train` (train), `translate` (translate, evaluate, demo), `lm` (generate, score), `classify`,
-`convert`, `viz` (plot, report), `serve`. The library is imported inside each command, so `--help` stays quick.
+`convert`, `viz` (plot, report), `serve`, `recipes` (list, copy). The library is imported inside each command,
+so `--help` stays quick.
 
 A user error (bad config, bad file, bad value) prints one line `tformer: error: ...` and exits with 2.
 Numbers and text arguments are typed by `cli.options` (finite, within range, valid UTF-8), so a bad one is
@@ -35,11 +38,11 @@ import argparse
 import sys
 from typing import Any, NoReturn
 
-from tformer.cli import classify, convert, lm, serve, train, translate, viz
+from tformer.cli import classify, convert, lm, recipes, serve, train, translate, viz
 from tformer.cli.shared import HelpFormatter
 
 EXIT_USER_ERROR = 2
-GROUPS = (train, translate, lm, classify, convert, viz, serve)  # in the order `tformer --help` lists their commands
+GROUPS = (train, translate, lm, classify, convert, viz, serve, recipes)  # the order `tformer --help` lists them in
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,10 +80,23 @@ class Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="tformer", description="The Transformer family end to end.")
+    parser.add_argument("--version", action="version", version=f"tformer {installed_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     for group in GROUPS:
         group.add_commands(sub)
     return parser
 
 
-__all__ = ["build_parser", "main"]
+def installed_version() -> str:
+    """The version of the installed distribution (its metadata), as pip reports it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tformer")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        from tformer import __version__
+
+        return f"{__version__} (not installed)"
+
+
+__all__ = ["build_parser", "installed_version", "main"]

@@ -1,4 +1,4 @@
-"""`tformer train CONFIG.yaml [key=value ...] [--resume | --overwrite] [--no-progress] [--tensorboard]`: any
+"""`tformer train CONFIG.yaml|NAME [key=value ...] [--resume | --overwrite] [--no-progress] [--tensorboard]`: any
 task's recipe. It prints the model's size and training FLOPs per token first; the progress bar shows on a
 terminal (stderr) unless --no-progress, and without it each evaluation's metrics are printed as one line on
 stdout (a batch job's log)."""
@@ -13,7 +13,7 @@ from pathlib import Path
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a model from a YAML recipe")
-    p.add_argument("config", help="YAML recipe, e.g. configs/demo.yaml")
+    p.add_argument("config", help="YAML recipe file, or a shipped recipe's name (tformer recipes list), e.g. demo")
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.max_steps=100")
     runs = p.add_mutually_exclusive_group()
     runs.add_argument("--resume", action="store_true", help="continue from OUT_DIR/last exactly")
@@ -34,9 +34,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     progress = not args.no_progress and sys.stderr.isatty()
     state = train(recipe, resume=args.resume, overwrite=args.overwrite, progress=progress)
     if state.get("interrupted"):
-        print(f"tformer: {state['interrupted']} at step {state['step']}: saved {recipe.out_dir}/last; "
-              f"continue with --resume", file=sys.stderr)
-        return 128 + signal.Signals[state["interrupted"]].value
+        return report_interrupt(state, recipe.out_dir, "continue with --resume")
     if not launched_world().is_main:  # under torchrun, rank 0 reports
         return 0
     print(stop_summary(state))
@@ -45,3 +43,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     saved = [f"{recipe.out_dir}/{name}" for name in ("last", "best") if (Path(recipe.out_dir) / name).is_dir()]
     print(f"checkpoints in {' and '.join(saved)}" if saved else "no checkpoint was written")
     return 0
+
+
+def report_interrupt(state: dict, out_dir: str, how_to_continue: str) -> int:
+    """A run a signal stopped: one line on stderr (what was saved, how to go on), exit code 128 + the signal."""
+    print(f"tformer: {state['interrupted']} at step {state['step']}: saved {out_dir}/last; {how_to_continue}",
+          file=sys.stderr)
+    return 128 + signal.Signals[state["interrupted"]].value
+

@@ -4,7 +4,7 @@
                       [--device D] [--dtype T]
     tformer evaluate --checkpoint DIR [--split test] [--limit N] [--json] [--hyp-out F] [-o F] [--beam N]
                      [--lenpen X] [--batch-size N] [--device D] [--dtype T]
-    tformer demo CONFIG.yaml [key=value ...]
+    tformer demo CONFIG.yaml|NAME [key=value ...]
 
 Decoding settings not given come from the run's recipe.yaml beside the checkpoint
 (`tasks.translation.run_recipe`), else the defaults. Input is read by `data.lines.line_batches` (one sentence
@@ -47,7 +47,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=cmd_evaluate)
 
     p = sub.add_parser("demo", help="train a translator, then score it on the test split")
-    p.add_argument("config", help="YAML recipe, e.g. configs/demo.yaml")
+    p.add_argument("config", help="YAML recipe file, or a shipped recipe's name (tformer recipes list), e.g. demo")
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.max_steps=100")
     p.add_argument("--overwrite", action="store_true", help="replace the run already in OUT_DIR")
     p.set_defaults(run=cmd_demo)
@@ -109,6 +109,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from tformer.cli.train import report_interrupt
     from tformer.tasks import load_recipe
     from tformer.tasks.translation import evaluate_checkpoint, save_test_results, train_translation
     from tformer.training.loop import stop_summary
@@ -118,6 +119,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
           f"{recipe.train.time_budget_min} min / {recipe.train.max_steps} steps; run directory {recipe.out_dir}")
     start = time.perf_counter()
     state = train_translation(recipe, overwrite=args.overwrite)
+    if state.get("interrupted"):  # no test decoding of a model the person stopped
+        return report_interrupt(state, recipe.out_dir, f"continue with `tformer train {args.config} "
+                                f"{' '.join(args.overrides)} --resume`".replace("  ", " "))
     stopped = stop_summary(state)
     print(stopped)
     checkpoint = Path(recipe.out_dir) / "best"

@@ -92,7 +92,10 @@ def sample_next(logits: Tensor, *, temperature: float = 1.0, top_k: int | None =
     logits = logits.float()
     if greedy or temperature == 0:
         return logits.argmax(dim=-1)
-    logits = apply_temperature(logits, temperature)
+    # shifted so that each row's maximum is 0 (softmax is unchanged): a temperature too small for float32
+    # (1e-300 rounds to 0) would make 0 / 0 = nan there; the maximum stays 0 and the rest goes to -inf (greedy)
+    shifted = logits - logits.amax(dim=-1, keepdim=True)  # (B, V), <= 0
+    logits = torch.where(shifted == 0, shifted, apply_temperature(shifted, temperature))
     if top_k is not None:
         logits = top_k_filter(logits, top_k)
     if top_p is not None:

@@ -89,10 +89,9 @@ class MicroBatcher:
                 left = deadline - loop.time()
                 if left <= 0:
                     break
-                try:
-                    async with asyncio.timeout(left):  # a get cut short leaves its item in the queue
-                        item = await self._queue.get()
-                except TimeoutError:
+                try:  # a get cut short leaves its item in the queue (asyncio.timeout is 3.11+)
+                    item = await asyncio.wait_for(self._queue.get(), left)
+                except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
                     break
             if size + item[0].size > self.max_batch:
                 self._held = item

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tformer.configio import apply_overrides, from_dict, read_yaml
+from tformer.recipes import resolve
 from tformer.tasks.base import ModelSpec, load_checkpoint, run_task
 from tformer.tasks.bert import PretrainRecipe, train_bert
 from tformer.tasks.classify import ClassifyRecipe, train_classifier
@@ -25,8 +26,9 @@ TASKS: dict[str, tuple[type, Callable[..., dict]]] = {
 
 
 def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Any:
-    """A recipe from a YAML file, with `a.b.c=value` overrides (values parsed as YAML)."""
-    path = Path(path)
+    """A recipe from a YAML file, or a shipped recipe's name (`tformer.recipes`), with `a.b.c=value`
+    overrides (values parsed as YAML)."""
+    path = resolve(path)
     data = read_yaml(path, what=f"config file {path}")
     if data is None:  # an empty recipe would silently train the defaults
         raise ValueError(f"config file {path} is empty; expected a recipe: a mapping of task, data, model, train")

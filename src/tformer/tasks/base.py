@@ -51,14 +51,15 @@ def check_recipe(recipe: Any) -> None:
 
 
 # A resumed run continues the one in OUT_DIR exactly, so its recipe may differ from the saved recipe.yaml only
-# in when the run stops, logs, evaluates and saves, where it runs (train.accum_steps is per rank, so it
-# changes with the number of ranks, which a resumed run may change), and how it decodes or samples afterwards
-# (a key here, or under a section ending in "."). The model is checked against the checkpoint's own config
-# (`training.resume.check_resumable`); anything else (the learning rate and schedule, the seed, the data) would
-# silently not apply, or apply to half a run, so it is refused.
+# in when the run stops, logs, evaluates and saves, where and on how many threads it runs (train.accum_steps is
+# per rank, so it changes with the number of ranks, which a resumed run may change), and how it decodes or
+# samples afterwards (a key here, or under a section ending in "."). The model is checked against the
+# checkpoint's own config (`training.resume.check_resumable`); anything else (the learning rate and schedule, the
+# seed, the data) would silently not apply, or apply to half a run, so it is refused.
 RESUME_MAY_CHANGE = ("out_dir", "train.max_steps", "train.time_budget_min", "train.eval_every", "train.log_every",
                      "train.save_every", "train.keep_last", "train.max_bad_steps", "train.device", "train.distributed",
-                     "train.accum_steps", "train.tensorboard", "model.", "decode.", "sample.")
+                     "train.threads", "train.tune_threads", "train.accum_steps", "train.tensorboard", "model.",
+                     "decode.", "sample.")
 
 
 def check_resumed_recipe(out_dir: Path, recipe: Any) -> None:

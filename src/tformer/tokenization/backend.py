@@ -9,13 +9,14 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Self
+from typing import TypeVar
 
 from tokenizers import Tokenizer as Backend
 
 from tformer.manifest import verify_tokenizer_file
 
 FILENAME = "tokenizer.json"
+T = TypeVar("T", bound="BackendTokenizer")  # typing.Self is Python 3.11+
 
 
 class BackendTokenizer:
@@ -55,7 +56,7 @@ class BackendTokenizer:
         return path
 
     @classmethod
-    def load(cls, dir_or_file: str | os.PathLike) -> Self:
+    def load(cls: type[T], dir_or_file: str | os.PathLike) -> T:
         """Read `tokenizer.json` from a directory (a saved tokenizer, a downloaded checkpoint) or the file."""
         path = Path(dir_or_file)
         if path.is_dir():

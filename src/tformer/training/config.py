@@ -25,6 +25,8 @@ class TrainConfig:
     max_bad_steps: int = 5  # steps in a row with a non-finite loss or gradient before the run stops
     distributed: str = "ddp"  # under torchrun: "ddp" (a replica per rank) or "fsdp" (fully sharded)
     device: str = "auto"  # "auto" (a GPU if torch sees one, else the CPU), "cpu", "cuda" or "cuda:N"
+    threads: int | None = None  # torch's intra-op CPU threads; None: torch's default (one per core)
+    tune_threads: bool = False  # retime 1, 2, 4 ... threads during training and keep the fastest (threads.py)
     best_metric: str = "valid_loss"  # chooses the `best` checkpoint; "bleu" and "accuracy" count higher as better
     tensorboard: bool = False  # also log to out_dir/tensorboard (needs the tensorboard package: tformer[tb])
     optim: OptimConfig = field(default_factory=OptimConfig)
@@ -38,6 +40,9 @@ class TrainConfig:
                 raise ValueError(f"train.{name}={value!r} must be a positive integer")
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or not 0 <= self.seed < 2**63:
             raise ValueError(f"train.seed={self.seed!r} must be an integer in [0, 2**63) (torch and numpy seeds)")
+        if self.threads is not None and (not isinstance(self.threads, int) or isinstance(self.threads, bool)
+                                         or self.threads < 1):
+            raise ValueError(f"train.threads={self.threads!r} must be a positive integer or null (torch's default)")
         if self.save_every is not None and (not isinstance(self.save_every, int) or self.save_every < 1):
             raise ValueError(f"train.save_every={self.save_every!r} must be a positive integer or null")
         if not 0.0 <= self.label_smoothing < 1.0:

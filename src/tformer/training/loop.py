@@ -41,6 +41,7 @@ from tformer.training.optim import build_optimizer
 from tformer.training.progress import ProgressBar, Throughput
 from tformer.training.resume import Checkpoints, check_resumable, restore, set_next_lr
 from tformer.training.schedules import build_scheduler
+from tformer.training.threads import ThreadTuner, training_threads
 
 HIGHER_IS_BETTER = ("bleu", "chrf", "accuracy")
 
@@ -135,14 +136,26 @@ def _start(model: nn.Module, config: TransformerConfig, train: TrainConfig, *, o
 def _train(run: _Run, task: Task, train: TrainConfig, *, data: EpochReader, bar: ProgressBar,
            stop: Interrupts) -> None:
     """Optimizer steps until max_steps, the time budget or a signal; sets state["stopped"] (and
-    state["interrupted"] for a signal). A step with a non-finite loss or gradient is skipped, not counted."""
+    state["interrupted"] for a signal). A step with a non-finite loss or gradient is skipped, not counted.
+    `train.threads` / `tune_threads` set torch's CPU threads for the steps (threads.py)."""
+    with training_threads(train.threads, train.tune_threads, on_cpu=device_of(run.model).type == "cpu") as tuner:
+        _steps(run, task, train, data=data, bar=bar, stop=stop, tuner=tuner)
+
+
+def _steps(run: _Run, task: Task, train: TrainConfig, *, data: EpochReader, bar: ProgressBar, stop: Interrupts,
+           tuner: ThreadTuner | None) -> None:
     state, world = run.state, run.world
     started, window = time.perf_counter() - state["elapsed"], Throughput(time.perf_counter)
     bad_steps: list[int] = []
     while state["step"] < train.max_steps:
         micro = dist.shard(data.take(train.accum_steps * world.size), world)
+        if tuner is not None:
+            tuner.before_step()
+        step_started = time.perf_counter()
         mean_loss, total, grad_norm = _step(run.model, task, micro, run.optimizer, clip_norm=train.optim.clip_norm,
                                             world=world)
+        if tuner is not None:
+            tuner.after_step(total, time.perf_counter() - step_started)
         if not (math.isfinite(mean_loss) and math.isfinite(grad_norm)):
             bad_steps.append(state["step"] + 1)
             _report_bad_step(bad_steps, mean_loss, grad_norm, train, run.log, run.out_dir)
@@ -159,8 +172,9 @@ def _train(run: _Run, task: Task, train: TrainConfig, *, data: EpochReader, bar:
         if run.log is not None and (state["step"] % train.log_every == 0 or state["step"] == train.max_steps):
             rate = window.rate()
             window.restart()
-            run.log.write({"step": state["step"], "loss": mean_loss, "lr": lr, "grad_norm": grad_norm,
-                           "tokens_per_s": rate, "elapsed_s": state["elapsed"]})
+            record = {"step": state["step"], "loss": mean_loss, "lr": lr, "grad_norm": grad_norm,
+                      "tokens_per_s": rate, "elapsed_s": state["elapsed"]}
+            run.log.write(record if tuner is None else {**record, "threads": tuner.threads})
         bar.show(state, loss=mean_loss, lr=lr, tokens_per_s=rate)
         if _evaluate_or_stop(run, task, train, window=window, signum=int(signum)):
             break
@@ -282,8 +296,10 @@ def _evaluate(model: nn.Module, task: Task, train: TrainConfig, state: dict, log
         metrics = task.evaluate(model)
     except Exception as e:  # keep the steps trained so far; --resume continues once the cause is fixed
         checkpoints.save("last", state)
-        e.add_note(f"the evaluation at step {state['step']} failed; the steps trained so far are saved in "
-                   f"{checkpoints.out_dir / 'last'}")
+        note = (f"the evaluation at step {state['step']} failed; the steps trained so far are saved in "
+                f"{checkpoints.out_dir / 'last'}")
+        if hasattr(e, "add_note"):  # Python 3.11+ prints it under the traceback; 3.10 has no notes
+            e.add_note(note)
         raise
     if log is not None:
         log.write({"step": state["step"], **{f"eval/{k}": v for k, v in metrics.items()}})
