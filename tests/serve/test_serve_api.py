@@ -142,3 +142,31 @@ def test_the_page_forbids_inline_script(servers: dict[str, str]) -> None:
     policy = response.getheader("Content-Security-Policy")
     connection.close()
     assert "default-src 'self'" in policy and "unsafe-inline" not in policy
+
+
+def test_a_half_precision_server_answers_as_the_library_does_in_that_dtype(checkpoints: dict[str, Path]) -> None:
+    """`tformer serve --dtype bfloat16`: the model runs in bfloat16, and /translate, /generate and /classify
+    give what the library gives with the checkpoint loaded in bfloat16."""
+    from tformer.serve import Limits
+    from tformer.serve.app import create_app
+    from tformer.serve.server import ServerThread
+    from tformer.serve.service import load_service
+
+    texts = sentences(3)
+    for kind, path, body in [("seq2seq", "/translate", {"texts": texts}),
+                             ("gpt", "/generate", {"prompt": "the", "temperature": 0.0, "max_new_tokens": 6}),
+                             ("bert classifier", "/classify", {"texts": texts})]:
+        service = load_service(checkpoints[kind], limits=Limits(batch_wait_ms=0.0), device="cpu", dtype="bfloat16")
+        assert {p.dtype for p in service.model.parameters()} == {torch.bfloat16}
+        model, _, tokenizer = load_checkpoint(checkpoints[kind], dtype="bfloat16")
+        with ServerThread(create_app(service)) as url:
+            status, out = call(url, "POST", path, body)
+        assert status == 200, out
+        if kind == "seq2seq":
+            assert out["translations"] == translate(model, tokenizer, texts,
+                                                    DecodeConfig(beam=2, max_len_b=6, max_len_a=1.0))
+        elif kind == "gpt":
+            assert out["text"] == continue_prompt(model, tokenizer, "the", max_new_tokens=6, temperature=0.0)
+        else:
+            want = top_labels(model, tokenizer, texts)
+            assert [[g["label"] for g in got] for got in out["classifications"]] == [[n for n, _ in w] for w in want]

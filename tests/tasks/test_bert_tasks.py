@@ -89,6 +89,7 @@ def test_classifier_learns_a_separable_task_and_the_cli_labels_lines(tmp_path, c
     state = train_classifier(classify_recipe(tmp_path), progress=False)
     assert state["test"]["test_accuracy"] >= 0.95
     (tmp_path / "lines.txt").write_text("dog cat one two\nred blue swim\n")
+    capsys.readouterr()  # what training printed (the model, each evaluation, the test accuracy)
     assert main(["classify", "--checkpoint", str(tmp_path / "cls" / "best"), "--input",
                  str(tmp_path / "lines.txt"), "--top", "2"]) == 0
     rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]

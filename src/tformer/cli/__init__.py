@@ -1,21 +1,25 @@
 """The `tformer` command.
 
     tformer --version
-    tformer train CONFIG.yaml|NAME [key=value ...] [--resume]
-    tformer translate --checkpoint DIR [--input F] [--output F] [--truncate] [--beam N] [--lenpen X]
-    tformer evaluate --checkpoint DIR [--split test] [--beam N] [--lenpen X]
+    tformer train CONFIG.yaml|NAME [key=value ...] [--resume | --overwrite] [--no-progress] [--tensorboard]
+    tformer translate --checkpoint DIR [-i F] [-o F] [--truncate] [--beam N] [--lenpen X] [--batch-size N]
+    tformer evaluate --checkpoint DIR [--split test] [--limit N] [--json] [--hyp-out F] [-o F] [--beam N]
     tformer demo CONFIG.yaml|NAME [key=value ...]
-    tformer generate --checkpoint DIR --prompt TEXT [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P]
-    tformer score --checkpoint DIR FILE [--per-token]
-    tformer classify --checkpoint DIR [--input F] [--top N] [--truncate]
+    tformer generate --checkpoint DIR [--prompt TEXT ...] [-i F] [-o F] [-n N] [--json] [--max-new-tokens N]
+                     [--temperature T] [--top-k K] [--top-p P] [--seed S] [--no-stop]
+    tformer score --checkpoint DIR [FILE | -i F] [-o F] [--per-token]
+    tformer classify --checkpoint DIR [-i F] [-o F] [--top N] [--truncate]
     tformer convert --from-hf DIR --out DIR   |   tformer convert --to-hf|--to-ct2 CHECKPOINT --out DIR
-    tformer plot attention --checkpoint DIR --text TEXT [--target TEXT] [--part P] [--layer L] [--head H] [--out F]
+    tformer plot attention --checkpoint DIR --text TEXT [--target TEXT] [--part P] [--layer L] [--head H] [-o F]
     tformer plot positions [--max-len N] [--d-model D] [--heads H] [--out-dir DIR] [--format png|svg]
-    tformer plot curves RUN_DIR [RUN_DIR ...] [--out FILE]
+    tformer plot curves RUN_DIR [RUN_DIR ...] [-o FILE]
     tformer plot complexity [--results docs/complexity/results.json] [--out-dir DIR] [--format png|svg]
-    tformer report RUN_DIR [--out FILE]
+    tformer report RUN_DIR [-o FILE]
     tformer serve --checkpoint DIR [--host H] [--port P] [--device D] [--max-batch N] [--batch-wait-ms MS] ...
     tformer recipes list   |   tformer recipes copy NAME DEST [--overwrite]
+
+Every inference command (translate, evaluate, generate, score, classify, plot attention) also takes
+`--device` and `--dtype`; `-i`/`-o` take `-` for stdin/stdout (`cli.shared`, docs/cli.md).
 
 One module per group of commands registers its commands and turns their arguments into calls of the
 library, which checks and interprets prompts, files and decoding settings (so the Python API gets the same
@@ -32,9 +36,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from tformer.cli import classify, convert, lm, recipes, serve, train, translate, viz
+from tformer.cli.shared import HelpFormatter
 
 EXIT_USER_ERROR = 2
 GROUPS = (train, translate, lm, classify, convert, viz, serve, recipes)  # the order `tformer --help` lists them in
@@ -63,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
 class Parser(argparse.ArgumentParser):
     """argparse, with a usage error printed as every other user error is: one line `tformer: error: ...`
     (no usage block), exit code 2. Subcommand parsers inherit it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)  # every option's help ends with its default
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         print(f"tformer: error: {message}", file=sys.stderr)

@@ -1,34 +1,42 @@
-"""`tformer classify --checkpoint DIR [--input F] [--top N] [--truncate]`: each line of text's most likely
-labels, as `label<TAB>probability` pairs on one line (`tasks.classify.top_labels`); one line out for each line
-in (`data.lines.read_lines`)."""
+"""`tformer classify --checkpoint DIR [-i F] [-o F] [--top N] [--truncate] [--device D] [--dtype T]`: each line
+of text's most likely labels, as `label<TAB>probability` pairs on one line (`tasks.classify.top_labels`); one
+line out for each line in, each answered as it arrives from a pipe (`cli.shared.answer_lines`)."""
 
 from __future__ import annotations
 
 import argparse
-import sys
 
-from tformer.cli import options
+from tformer.cli import options, shared
+
+BATCH = 64  # texts classified together
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("classify", help="label lines with a BERT classifier (stdin or a file)")
-    p.add_argument("--checkpoint", required=True)
-    p.add_argument("--input", help="file of texts, one a line (default, or -: stdin)")
+    p.add_argument("--checkpoint", required=True, help="a BERT classifier's checkpoint directory")
+    shared.add_input(p, "texts")
+    shared.add_output(p, "labels with their probabilities")
     p.add_argument("--top", type=options.integer(), default=1, help="print the N most likely labels of each line")
     p.add_argument("--truncate", action="store_true",
                    help="classify the first pieces of a text longer than the context (default: refuse it)")
+    shared.add_placement(p)
     p.set_defaults(run=cmd_classify)
 
 
 def cmd_classify(args: argparse.Namespace) -> int:
-    from tformer.data.lines import format_lines, read_lines, source_name
+    from tformer.data.lines import source_name
     from tformer.tasks.base import load_checkpoint
     from tformer.tasks.classify import top_labels
 
     if args.top < 1:
         raise ValueError(f"--top={args.top} must be a positive integer")
-    model, _, tokenizer = load_checkpoint(args.checkpoint, command="classify")
-    results = top_labels(model, tokenizer, read_lines(args.input), top=args.top, truncate=args.truncate,
-                         where=source_name(args.input))
-    sys.stdout.write(format_lines("\t".join(f"{name}\t{p:.4f}" for name, p in labels) for labels in results))
+    shared.check_output(args.output)
+    model, _, tokenizer = load_checkpoint(args.checkpoint, command="classify", **shared.placement(args))
+
+    def answer(lines: list[str], first: int) -> list[str]:
+        results = top_labels(model, tokenizer, lines, top=args.top, truncate=args.truncate,
+                             where=source_name(args.input), first_line=first)
+        return ["\t".join(f"{name}\t{p:.4f}" for name, p in labels) for labels in results]
+
+    shared.answer_lines(args, answer, max_batch=BATCH)
     return 0

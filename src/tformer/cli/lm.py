@@ -1,82 +1,121 @@
 """Commands over a trained language model:
 
-    tformer generate --checkpoint DIR --prompt TEXT [--max-new-tokens N] [--temperature T] [--top-k K]
-                     [--top-p P] [--seed S] [--no-stop]
-    tformer score --checkpoint DIR FILE [--per-token]
+    tformer generate --checkpoint DIR [--prompt TEXT ...] [-i F] [-o F] [-n N] [--json] [--max-new-tokens N]
+                     [--temperature T] [--top-k K] [--top-p P] [--seed S] [--no-stop] [--device D] [--dtype T]
+    tformer score --checkpoint DIR [FILE | -i F] [-o F] [--per-token] [--device D] [--dtype T]
 
-`generate` streams the continuation to stdout as it is sampled (`tasks.lm.continue_prompt`); `score` prints
-a table of each line's scores (`tasks.scoring`), or log p(target | source) under an encoder-decoder.
+`generate` continues each prompt (every --prompt, else each line of --input or stdin) N times
+(`tasks.lm.sample_prompts`), streaming the text to stdout as it is sampled, or one JSON object a sample;
+`score` prints a table of each line's scores (`tasks.scoring`), or log p(target | source) under an
+encoder-decoder.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
-import sys
 
-from tformer.cli import options
+from tformer.cli import options, shared
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("generate", help="continue a prompt with a decoder-only model, streaming tokens")
-    p.add_argument("--checkpoint", required=True)
-    p.add_argument("--prompt", required=True, type=options.text)
-    p.add_argument("--max-new-tokens", type=options.integer(), default=200)
+    p = sub.add_parser("generate", help="continue prompts with a decoder-only model, streaming tokens")
+    p.add_argument("--checkpoint", required=True, help="a GPT checkpoint directory (trained here or converted)")
+    p.add_argument("--prompt", action="append", type=options.text,
+                   help="a prompt to continue; repeat it for several (default: the prompts of --input)")
+    p.add_argument("-i", "--input", metavar="FILE",
+                   help="prompts, one a line; - for stdin (default: stdin when no --prompt is given)")
+    shared.add_output(p, "the samples")
+    p.add_argument("-n", "--num-samples", type=options.integer(low=1), default=1, help="samples of each prompt")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON object a line for each sample: prompt, its number, sample number, seed, text")
+    p.add_argument("--max-new-tokens", type=options.integer(), default=200, help="tokens written after a prompt")
     p.add_argument("--temperature", type=options.real(), default=1.0, help="0 = greedy")
-    p.add_argument("--top-k", type=options.integer(), default=None)
-    p.add_argument("--top-p", type=options.real(), default=None)
-    p.add_argument("--seed", type=options.SEED, default=None, help="makes sampling reproducible (0 .. 2**64 - 1)")
+    p.add_argument("--top-k", type=options.integer(), default=None, help="sample among the K likeliest tokens")
+    p.add_argument("--top-p", type=options.real(), default=None,
+                   help="sample among the likeliest tokens whose probabilities sum to P (nucleus sampling)")
+    p.add_argument("--seed", type=options.SEED, default=None,
+                   help="makes sampling reproducible (0 .. 2**64 - 1); sample k overall uses SEED + k")
     p.add_argument("--no-stop", action="store_true", help="do not stop at the end-of-text token")
+    shared.add_placement(p)
     p.set_defaults(run=cmd_generate)
 
     p = sub.add_parser("score", help="log-likelihood, perplexity and bits per character of each line")
-    p.add_argument("--checkpoint", required=True)
-    p.add_argument("file", help="text file: one sequence a line (encoder-decoder: source<TAB>target)")
+    p.add_argument("--checkpoint", required=True, help="a GPT or encoder-decoder checkpoint directory")
+    p.add_argument("file", nargs="?", help="text file: one sequence a line (encoder-decoder: source<TAB>target); "
+                   "the same as --input")
+    shared.add_input(p, "sequences to score (encoder-decoder: source<TAB>target)")
+    shared.add_output(p, "the table of scores")
     p.add_argument("--per-token", action="store_true", help="also print log p(x_t | x_<t) of every token")
+    shared.add_placement(p)
     p.set_defaults(run=cmd_score)
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
+    from tformer.data.lines import read_lines
     from tformer.decoding.sampling import check_sampling
     from tformer.tasks.base import load_checkpoint
-    from tformer.tasks.lm import continue_prompt
+    from tformer.tasks.lm import sample_prompts
 
     if args.max_new_tokens < 0:
         raise ValueError(f"--max-new-tokens={args.max_new_tokens} must be >= 0")
     check_sampling(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)  # before the load
-    model, _, tokenizer = load_checkpoint(args.checkpoint, command="generate")
-
-    def show(text: str) -> None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-
-    continue_prompt(model, tokenizer, args.prompt, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                    top_k=args.top_k, top_p=args.top_p, seed=args.seed, stop_at_eos=not args.no_stop, on_text=show)
-    sys.stdout.write("\n")
+    shared.check_output(args.output)
+    prompts = list(args.prompt or [])
+    if args.input is not None or not prompts:
+        prompts += read_lines(args.input)
+    model, _, tokenizer = load_checkpoint(args.checkpoint, command="generate", **shared.placement(args))
+    stream = not args.json and shared.is_std(args.output)  # text to stdout: each piece as it is sampled
+    total, out = len(prompts) * args.num_samples, []
+    samples = sample_prompts(model, tokenizer, prompts, num_samples=args.num_samples,
+                             max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+                             top_p=args.top_p, seed=args.seed, stop_at_eos=not args.no_stop,
+                             on_text=(lambda _prompt, _sample, piece: shared.write_text(shared.STD, piece))
+                             if stream else None)
+    for k, s in enumerate(samples):
+        if args.json:
+            text = json.dumps({"prompt": prompts[s.prompt], "prompt_number": s.prompt + 1, "sample": s.sample + 1,
+                               "seed": s.seed, "text": s.text}, ensure_ascii=False) + "\n"
+        else:  # the prompt and its continuation, a blank line between samples
+            text = ("" if stream else prompts[s.prompt] + s.text) + "\n" + ("\n" if k < total - 1 else "")
+        if shared.is_std(args.output):
+            shared.write_text(shared.STD, text)
+        out.append(text)
+    if not shared.is_std(args.output):
+        shared.write_text(args.output, "".join(out))
     return 0
 
 
 def cmd_score(args: argparse.Namespace) -> int:
     from tformer.config import Seq2SeqConfig
+    from tformer.data.lines import source_name
     from tformer.tasks.base import load_checkpoint
     from tformer.tasks.scoring import read_scored_lines, score_lines, score_pairs, token_scores
 
-    model, config, tokenizer = load_checkpoint(args.checkpoint, command="score")
-    numbered = read_scored_lines(args.file)  # {line number in the file: line}, the empty lines left out
+    if args.file is not None and not shared.is_std(args.input):
+        raise ValueError(f"give the file to score once: as FILE ({args.file}) or as --input ({args.input})")
+    source = args.file if args.file is not None else args.input
+    shared.check_output(args.output)
+    model, config, tokenizer = load_checkpoint(args.checkpoint, command="score", **shared.placement(args))
+    numbered = read_scored_lines(source)  # {line number in the file: line}, the empty lines left out
     numbers, lines = list(numbered), list(numbered.values())
+    rows = []
     if isinstance(config, Seq2SeqConfig):
-        for i, value in zip(numbers, score_pairs(model, tokenizer, lines, where=args.file, numbers=numbers),
+        for i, value in zip(numbers, score_pairs(model, tokenizer, lines, where=source_name(source), numbers=numbers),
                             strict=True):
-            print(f"{i}\tlog p(target | source) = {value:.4f}")
+            rows.append(f"{i}\tlog p(target | source) = {value:.4f}")
+        shared.write_text(args.output, "".join(row + "\n" for row in rows))
         return 0
     results = score_lines(model, tokenizer, lines)
-    print("line\tlog_likelihood\ttokens\tperplexity\tbits_per_char\tbits_per_byte")
+    rows.append("line\tlog_likelihood\ttokens\tperplexity\tbits_per_char\tbits_per_byte")
     for i, line, r in zip(numbers, lines, results, strict=True):
-        print(f"{i}\t{r.log_prob:.4f}\t{r.n_tokens}\t{r.perplexity:.3f}\t{r.bits_per_char:.4f}\t{r.bits_per_byte:.4f}")
+        rows.append(f"{i}\t{r.log_prob:.4f}\t{r.n_tokens}\t{r.perplexity:.3f}\t{r.bits_per_char:.4f}\t"
+                    f"{r.bits_per_byte:.4f}")
         if args.per_token:
-            for token, lp in token_scores(tokenizer, line, r):
-                print(f"\t{token!r}\t{lp:.4f}")
+            rows += [f"\t{token!r}\t{lp:.4f}" for token, lp in token_scores(tokenizer, line, r)]
     total = sum(r.log_prob for r in results)
     chars = sum(r.n_chars for r in results)
-    print(f"all\t{total:.4f}\t{sum(r.n_tokens for r in results)}\t\t{-total / math.log(2) / chars:.4f}")
+    rows.append(f"all\t{total:.4f}\t{sum(r.n_tokens for r in results)}\t\t{-total / math.log(2) / chars:.4f}")
+    shared.write_text(args.output, "".join(row + "\n" for row in rows))
     return 0

@@ -1,4 +1,4 @@
-"""`tformer serve --checkpoint DIR [--host H] [--port P] [--device D] [limits]`: one checkpoint behind an
+"""`tformer serve --checkpoint DIR [--host H] [--port P] [--device D] [--dtype T] [limits]`: one checkpoint behind an
 HTTP API and a web page (`tformer.serve`), until Ctrl-C stops it gracefully (requests under way are
 answered first; exit code 0).
 
@@ -19,10 +19,12 @@ INSTALL = "tformer serve needs FastAPI and uvicorn: pip install 'tformer[serve]'
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve a checkpoint over HTTP: a JSON API and a web page")
-    p.add_argument("--checkpoint", required=True)
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
+    p.add_argument("--checkpoint", required=True, help="a checkpoint directory: translator, GPT or BERT classifier")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=options.integer(low=0, high=65535), default=8000, help="0: any free port")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
+    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
+                   help="the model's floating-point type")
     p.add_argument("--max-chars", type=options.integer(low=1), default=2000, help="characters of one text")
     p.add_argument("--max-tokens", type=options.integer(low=1), default=None,
                    help="tokens of one text (default: the model's context)")
@@ -43,7 +45,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     limits = Limits(max_chars=args.max_chars, max_tokens=args.max_tokens, max_new_tokens=args.max_new_tokens,
                     max_batch=args.max_batch, batch_wait_ms=args.batch_wait_ms)
-    service = load_service(args.checkpoint, limits=limits, device=args.device)
+    service = load_service(args.checkpoint, limits=limits, device=args.device, dtype=args.dtype)
     sock = bind(args.host, args.port)
     print(f"tformer serve: {service.kind} checkpoint {args.checkpoint} on {service.info()['device']}; listening on "
           f"{url_of(sock)} (endpoints: {', '.join('/' + e for e in service.endpoints)}; Ctrl-C stops)", flush=True)

@@ -1,4 +1,7 @@
-"""`tformer train CONFIG.yaml|NAME [key=value ...] [--resume | --overwrite] [--no-progress]`: any task's recipe."""
+"""`tformer train CONFIG.yaml|NAME [key=value ...] [--resume | --overwrite] [--no-progress] [--tensorboard]`: any
+task's recipe. It prints the model's size and training FLOPs per token first; the progress bar shows on a
+terminal (stderr) unless --no-progress, and without it each evaluation's metrics are printed as one line on
+stdout (a batch job's log)."""
 
 from __future__ import annotations
 
@@ -15,7 +18,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     runs = p.add_mutually_exclusive_group()
     runs.add_argument("--resume", action="store_true", help="continue from OUT_DIR/last exactly")
     runs.add_argument("--overwrite", action="store_true", help="replace the run already in OUT_DIR")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bar; print each evaluation's metrics as a line (default: a bar on a terminal)")
+    p.add_argument("--tensorboard", action="store_true",
+                   help="also log to OUT_DIR/tensorboard, as train.tensorboard=true (needs tformer[tb])")
     p.set_defaults(run=cmd_train)
 
 
@@ -24,8 +30,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     from tformer.training.distributed import launched_world
     from tformer.training.loop import stop_summary
 
-    recipe = load_recipe(args.config, args.overrides)
-    state = train(recipe, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress)
+    recipe = load_recipe(args.config, args.overrides + (["train.tensorboard=true"] if args.tensorboard else []))
+    progress = not args.no_progress and sys.stderr.isatty()
+    state = train(recipe, resume=args.resume, overwrite=args.overwrite, progress=progress)
     if state.get("interrupted"):
         return report_interrupt(state, recipe.out_dir, "continue with --resume")
     if not launched_world().is_main:  # under torchrun, rank 0 reports

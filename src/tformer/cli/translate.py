@@ -1,54 +1,65 @@
 """Translation commands:
 
-    tformer translate --checkpoint DIR [--input F] [--output F] [--truncate] [--beam N] [--lenpen X]
-                      [--batch-size N]
-    tformer evaluate --checkpoint DIR [--split test] [--limit N] [--beam N] [--lenpen X] [--batch-size N]
+    tformer translate --checkpoint DIR [-i F] [-o F] [--truncate] [--beam N] [--lenpen X] [--batch-size N]
+                      [--device D] [--dtype T]
+    tformer evaluate --checkpoint DIR [--split test] [--limit N] [--json] [--hyp-out F] [-o F] [--beam N]
+                     [--lenpen X] [--batch-size N] [--device D] [--dtype T]
     tformer demo CONFIG.yaml|NAME [key=value ...]
 
 Decoding settings not given come from the run's recipe.yaml beside the checkpoint
-(`tasks.translation.run_recipe`), else the defaults. Input is read by `data.lines.read_lines` (one sentence a
-line, split at "\n" only) and the translations written one a line by `files.write_output`, which writes a
+(`tasks.translation.run_recipe`), else the defaults. Input is read by `data.lines.line_batches` (one sentence
+a line, split at "\n" only; from a pipe, each line as it arrives, translated with those already waiting) and
+the translations written one a line: to stdout after each batch, or by `files.write_output`, which writes a
 FIFO, a pipe (`--output >(cmd)`) or a symbolic link's target in place and a regular file atomically.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
+import json
 import time
 from pathlib import Path
 
-from tformer.cli import options
+from tformer.cli import options, shared
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("translate", help="translate lines (stdin to stdout, or files)")
-    p.add_argument("--checkpoint", required=True)
-    p.add_argument("--input", help="file of source sentences, one a line (default, or -: stdin)")
-    p.add_argument("--output", help="file for the translations, one a line (default: stdout)")
+    p = sub.add_parser("translate", help="translate lines (stdin to stdout, or files), each as it arrives")
+    p.add_argument("--checkpoint", required=True, help="a translator's checkpoint directory, e.g. runs/demo/best")
+    shared.add_input(p, "source sentences")
+    shared.add_output(p, "translations")
     p.add_argument("--truncate", action="store_true",
                    help="translate the first max_len tokens of a longer sentence (default: refuse it)")
     add_decode_args(p)
+    shared.add_placement(p)
     p.set_defaults(run=cmd_translate)
 
     p = sub.add_parser("evaluate", help="translate a split and print sacrebleu BLEU and chrF")
-    p.add_argument("--checkpoint", required=True)
-    p.add_argument("--split", default="test", choices=("train", "valid", "test"))
+    p.add_argument("--checkpoint", required=True, help="a translator's checkpoint, with recipe.yaml beside it")
+    p.add_argument("--split", default="test", choices=("train", "valid", "test"), help="the recipe's split to score")
     p.add_argument("--limit", type=options.integer(), default=None, help="score only the first N sentences")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object: scores, sacrebleu signatures, sentences, decoding settings")
+    p.add_argument("--hyp-out", metavar="FILE", help="also write the translations there, one a line")
+    shared.add_output(p, "the report")
     add_decode_args(p)
+    shared.add_placement(p)
     p.set_defaults(run=cmd_evaluate)
 
     p = sub.add_parser("demo", help="train a translator, then score it on the test split")
     p.add_argument("config", help="YAML recipe file, or a shipped recipe's name (tformer recipes list), e.g. demo")
-    p.add_argument("overrides", nargs="*")
+    p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.max_steps=100")
     p.add_argument("--overwrite", action="store_true", help="replace the run already in OUT_DIR")
     p.set_defaults(run=cmd_demo)
 
 
 def add_decode_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--beam", type=options.integer(), default=None, help="beam size (1 = greedy); default: the recipe's")
-    p.add_argument("--lenpen", type=options.real(), default=None, help="length penalty exponent (a finite number)")
-    p.add_argument("--batch-size", type=options.integer(), default=None, help="sentences per decoding batch")
+    p.add_argument("--beam", type=options.integer(), default=None,
+                   help="beam size (1 = greedy; default: the recipe's decode.beam, else 4)")
+    p.add_argument("--lenpen", type=options.real(), default=None,
+                   help="length penalty exponent, a finite number (default: the recipe's, else 1.0)")
+    p.add_argument("--batch-size", type=options.integer(), default=None,
+                   help="sentences per decoding batch (default: the recipe's, else 64)")
 
 
 def decode_args(args: argparse.Namespace) -> dict:
@@ -56,36 +67,44 @@ def decode_args(args: argparse.Namespace) -> dict:
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
-    from tformer.data.lines import check_writable, format_lines, read_lines, source_name
-    from tformer.files import write_output
+    from tformer.data.lines import source_name
     from tformer.tasks.base import load_checkpoint
     from tformer.tasks.translation import decode_config, run_recipe, translate
 
-    if args.output:  # refuse an output that cannot be written before decoding, not after
-        check_writable(args.output, what="--output")
+    shared.check_output(args.output)  # refuse an output that cannot be written before decoding, not after
     decode = decode_config(run_recipe(args.checkpoint), **decode_args(args))
-    model, _, tokenizer = load_checkpoint(args.checkpoint, command="translate")
-    hyps = translate(model, tokenizer, read_lines(args.input), decode, truncate=args.truncate,
-                     where=source_name(args.input))
-    text = format_lines(hyps)
-    if args.output:
-        write_output(args.output, text)
-    else:
-        sys.stdout.write(text)
+    model, _, tokenizer = load_checkpoint(args.checkpoint, command="translate", **shared.placement(args))
+
+    def answer(lines: list[str], first: int) -> list[str]:
+        return translate(model, tokenizer, lines, decode, truncate=args.truncate, where=source_name(args.input),
+                         first_line=first)
+
+    shared.answer_lines(args, answer, max_batch=decode.batch_size)
     return 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from tformer.tasks.translation import decode_config, evaluate_checkpoint, run_recipe
+    from tformer.data.lines import check_writable, format_lines
+    from tformer.files import write_output
+    from tformer.tasks.translation import decode_config, evaluate_checkpoint, evaluation_report, run_recipe
 
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit={args.limit} must be a positive integer")
+    shared.check_output(args.output)
+    if args.hyp_out is not None:
+        check_writable(args.hyp_out, what="--hyp-out")
     recipe = run_recipe(args.checkpoint, command="evaluate", required=True)
     decode = decode_config(recipe, **decode_args(args))
-    scores, pairs, _ = evaluate_checkpoint(args.checkpoint, recipe.data, args.split, decode, limit=args.limit,
-                                           progress=True)
-    print(f"{args.split}: {len(pairs)} sentences, beam {decode.beam}, lenpen {decode.lenpen}")
-    print(scores)
+    scores, pairs, hyps = evaluate_checkpoint(args.checkpoint, recipe.data, args.split, decode, limit=args.limit,
+                                              progress=True, **shared.placement(args))
+    if args.hyp_out is not None:
+        write_output(args.hyp_out, format_lines(hyps))
+    if args.json:
+        report = evaluation_report(scores, split=args.split, decode=decode, checkpoint=str(args.checkpoint))
+        text = json.dumps(report, indent=1) + "\n"
+    else:
+        text = f"{args.split}: {len(pairs)} sentences, beam {decode.beam}, lenpen {decode.lenpen}\n{scores}\n"
+    shared.write_text(args.output, text)
     return 0
 
 

@@ -1,14 +1,15 @@
 """Pictures and reports (`tformer.viz`):
 
     tformer plot attention --checkpoint DIR --text TEXT [--target TEXT] [--part P] [--layer L] [--head H]
-                           [--out FILE]
+                           [-o FILE] [--device D] [--dtype T]
     tformer plot positions [--max-len N] [--d-model D] [--heads H] [--out-dir DIR] [--format png|svg]
-    tformer plot curves RUN_DIR [RUN_DIR ...] [--out FILE]
+    tformer plot curves RUN_DIR [RUN_DIR ...] [-o FILE]
     tformer plot complexity [--results docs/complexity/results.json] [--out-dir DIR] [--format png|svg]
-    tformer report RUN_DIR [--out FILE]
+    tformer report RUN_DIR [-o FILE]
 
-A FILE's suffix picks the format (.png or .svg). Bad values raise ValueError, which `tformer.cli.main`
-prints as one line `tformer: error: ...` with exit code 2. Each command prints the paths it wrote.
+A FILE's suffix picks the format (.png or .svg); `-o`, `--output` and `--out` are one option. Bad values
+raise ValueError, which `tformer.cli.main` prints as one line `tformer: error: ...` with exit code 2. Each
+command prints the paths it wrote.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tformer.cli import options
+from tformer.cli import options, shared
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -25,14 +26,16 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     plots = plot.add_subparsers(dest="plot", required=True)
 
     p = plots.add_parser("attention", help="attention weights of every layer and head for one text")
-    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--checkpoint", required=True, help="any checkpoint: encoder-decoder, GPT or BERT")
     p.add_argument("--text", required=True, type=options.text, help="the input (an encoder-decoder's source sentence)")
     p.add_argument("--target", type=options.text,
                    help="encoder-decoder: the target sentence (default: the model's greedy translation)")
     p.add_argument("--part", help="only this attention: encoder, decoder or cross (default: all the model has)")
     p.add_argument("--layer", type=options.integer(), help="only this layer (0-based)")
     p.add_argument("--head", type=options.integer(), help="only this head (0-based)")
-    p.add_argument("--out", default="attention.png", help="output .png or .svg (default: attention.png)")
+    p.add_argument("-o", "--output", "--out", dest="out", default="attention.png", metavar="FILE",
+                   help="output .png or .svg")
+    shared.add_placement(p)
     p.set_defaults(run=cmd_attention)
 
     p = plots.add_parser("positions", help="sinusoidal table and similarity, RoPE scores, ALiBi biases")
@@ -44,7 +47,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
     p = plots.add_parser("curves", help="loss, learning rate, tokens/s and validation metrics of runs, overlaid")
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories holding metrics.jsonl")
-    p.add_argument("--out", default="curves.png", help="output .png or .svg (default: curves.png)")
+    p.add_argument("-o", "--output", "--out", dest="out", default="curves.png", metavar="FILE",
+                   help="output .png or .svg")
     p.set_defaults(run=cmd_curves)
 
     p = plots.add_parser("complexity", help="the complexity benchmark's results, log-log with fitted slopes")
@@ -53,14 +57,15 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=cmd_complexity)
 
     p = sub.add_parser("report", help="a self-contained HTML page about a run: curves, metrics, samples, attention")
-    p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("--out", help="output .html (default: RUN_DIR/report.html)")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (metrics.jsonl, checkpoints)")
+    p.add_argument("-o", "--output", "--out", dest="out", metavar="FILE",
+                   help="output .html (default: RUN_DIR/report.html)")
     p.set_defaults(run=cmd_report)
 
 
 def add_out_dir(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out-dir", default="plots", help="directory for the pictures (default: plots)")
-    p.add_argument("--format", default="png", choices=("png", "svg"))
+    p.add_argument("--format", default="png", choices=("png", "svg"), help="the pictures' file format")
 
 
 def cmd_attention(args: argparse.Namespace) -> int:
@@ -69,7 +74,7 @@ def cmd_attention(args: argparse.Namespace) -> int:
     from tformer.viz.figures import output_format, save_figure
 
     output_format(args.out)  # a bad suffix fails before the model runs
-    model, _, tokenizer = load_checkpoint(args.checkpoint)
+    model, _, tokenizer = load_checkpoint(args.checkpoint, **shared.placement(args))
     maps = attention_maps(model, tokenizer, args.text, target=args.target)
     select(maps, part=args.part, layer=args.layer, head=args.head)  # a bad --part/--layer/--head fails here
     print(f"wrote {save_figure(plot_attention(maps, part=args.part, layer=args.layer, head=args.head), args.out)}")

@@ -36,24 +36,60 @@ def device_of(model: nn.Module) -> torch.device:
     return param.device if param is not None else torch.device("cpu")
 
 
-def resolve_device(name: str, *, local_rank: int = 0, what: str = "train.device") -> torch.device:
+def resolve_device(name: str, *, local_rank: int = 0, what: str = "train.device", mps: bool = False) -> torch.device:
     """"auto": a GPU when torch sees one (under torchrun, the one numbered by the process's local rank),
-    else the CPU; "cpu", "cuda" or "cuda:N" as given. A ValueError for a GPU that is not there, naming the
-    setting as `what` (the recipe key, or a command's option)."""
+    else (with `mps`, for inference) Apple's GPU when there is one, else the CPU; "cpu", "cuda", "cuda:N" or
+    (with `mps`) "mps" as given. A ValueError for a device that is not there, naming the setting as `what`
+    (the recipe key, or a command's option)."""
+    allowed = "auto, cpu, cuda, cuda:N or mps" if mps else "auto, cpu, cuda or cuda:N"
     if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
+        name = "cuda" if torch.cuda.is_available() else "mps" if mps and _mps_available() else "cpu"
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise ValueError(f"{what}={name!r} is not a device; use auto, cpu, cuda or cuda:N") from None
-    if device.type not in ("cpu", "cuda"):
-        raise ValueError(f"{what}={name!r} is not allowed; use auto, cpu, cuda or cuda:N")
+        raise ValueError(f"{what}={name!r} is not a device; use {allowed}") from None
+    if device.type not in (("cpu", "cuda", "mps") if mps else ("cpu", "cuda")):
+        raise ValueError(f"{what}={name!r} is not allowed; use {allowed}")
+    if device.type == "mps" and not _mps_available():
+        raise ValueError(f"{what}={name!r} but torch sees no Apple GPU (MPS) here; use cpu or auto")
     if device.type == "cuda":
         if not torch.cuda.is_available():
             raise ValueError(f"{what}={name!r} but torch sees no GPU here; use cpu or auto")
-        device = torch.device("cuda", local_rank if device.index is None else device.index)
+        index = local_rank if device.index is None else device.index
+        if index >= torch.cuda.device_count():
+            raise ValueError(f"{what}={name!r} but torch sees {torch.cuda.device_count()} GPU(s) here "
+                             f"(cuda:0 .. cuda:{torch.cuda.device_count() - 1})")
+        device = torch.device("cuda", index)
         torch.cuda.set_device(device)
     return device
 
 
-__all__ = ["device_of", "resolve_device", "to_device"]
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_dtype(name: str, *, what: str = "--dtype") -> torch.dtype:
+    """The floating-point type a model runs in for inference, by name: float32, bfloat16 or float16 (both
+    half types run on the CPU too, slowly; bfloat16 keeps float32's range, float16 does not)."""
+    if name not in DTYPES:
+        raise ValueError(f"{what}={name!r} is not allowed; use {', '.join(DTYPES)}")
+    return DTYPES[name]
+
+
+def place(model: nn.Module, *, device: str = "cpu", dtype: str = "float32") -> nn.Module:
+    """`model` moved to `device` (as `resolve_device(mps=True)` reads it) with its floating-point weights in
+    `dtype`; the names are checked by `check_placement` (call it before a long load to fail first)."""
+    where, kind = check_placement(device=device, dtype=dtype)
+    return model.to(device=where, dtype=kind)
+
+
+def check_placement(*, device: str, dtype: str) -> tuple[torch.device, torch.dtype]:
+    """The device and dtype an inference command names (`--device`, `--dtype`), checked."""
+    return resolve_device(device, what="--device", mps=True), resolve_dtype(dtype)
+
+
+def _mps_available() -> bool:
+    backend = getattr(torch.backends, "mps", None)
+    return bool(backend is not None and backend.is_available())
+
+
+__all__ = ["DTYPES", "check_placement", "device_of", "place", "resolve_device", "resolve_dtype", "to_device"]

@@ -13,8 +13,10 @@ message from both, whatever the locale.
 from __future__ import annotations
 
 import os
+import select
+import stat
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from tformer.files import is_special_file
@@ -48,14 +50,68 @@ def read_lines(path: str | os.PathLike | None) -> list[str]:
     return split_lines(decode_utf8(raw, what=what))
 
 
-def decode_utf8(raw: bytes, *, what: str) -> str:
-    """`raw` as UTF-8 text (a leading byte-order mark dropped); a ValueError naming `what`, the offset of the
-    first bad byte (0-based, as Python counts), its value and its line."""
+def decode_utf8(raw: bytes, *, what: str, offset: int = 0, first_line: int = 1) -> str:
+    """`raw` as UTF-8 text (a leading byte-order mark dropped when `raw` starts the input, `offset` 0); a
+    ValueError naming `what`, the offset of the first bad byte (0-based, as Python counts) and its line.
+    `offset` and `first_line`: where `raw` starts in a longer input (a piece of stdin read as it arrives)."""
     try:
-        return raw.decode("utf-8").removeprefix("\ufeff")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = raw.count(b"\n", 0, e.start) + 1
-        raise ValueError(f"{what} is not UTF-8 (byte {e.start}): {raw[e.start]:#04x} in line {line}") from None
+        line = raw.count(b"\n", 0, e.start) + first_line
+        raise ValueError(f"{what} is not UTF-8 (byte {offset + e.start}): {raw[e.start]:#04x} in line {line}") from None
+    return text.removeprefix("\ufeff") if offset == 0 else text
+
+
+def line_batches(path: str | os.PathLike | None, *, max_batch: int) -> Iterator[list[str]]:
+    """The lines of `path` (as `read_lines` reads them) in batches, for a command that answers as it reads.
+
+    From stdin that is a pipe or a terminal, each line is yielded as soon as it has arrived whole, together
+    with the lines already waiting behind it (at most `max_batch`), so that a line written into an open pipe
+    is answered before the next one is written. A file, or stdin redirected from one, is yielded whole in
+    one batch, as `read_lines` returns it (so a bad line anywhere fails before any answer)."""
+    fd = _live_stdin(path)
+    if fd is None:
+        yield read_lines(path)
+        return
+    yield from _live_batches(fd, max_batch=max_batch)
+
+
+def _live_stdin(path: str | os.PathLike | None) -> int | None:
+    """stdin's file descriptor when `path` names stdin and it is a pipe, a socket or a terminal, else None."""
+    if source_name(path) != STDIN:
+        return None
+    if sys.stdin is None:  # started with stdin closed (`<&-`)
+        raise ValueError("there is no stdin to read; give --input FILE")
+    try:
+        fd = sys.stdin.fileno()
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except (AttributeError, OSError, ValueError):  # replaced by an in-memory stream
+        return None
+    return None if regular else fd
+
+
+def _live_batches(fd: int, *, max_batch: int) -> Iterator[list[str]]:
+    """Batches of the whole lines read from `fd`: a blocking read for the first bytes, then what `select`
+    says is there without waiting. A line is decoded only once whole ("\n" is never inside a UTF-8
+    character), so the byte offsets and line numbers of an error count from the start of stdin."""
+    pending, offset, line = b"", 0, 1  # bytes not yet decoded; where they start in stdin; their line
+    eof = False
+    while not eof:
+        chunk = os.read(fd, 1 << 16)
+        eof = not chunk
+        pending += chunk
+        while not eof and pending.count(b"\n") < max_batch and select.select([fd], [], [], 0)[0]:
+            chunk = os.read(fd, 1 << 16)
+            eof = not chunk
+            pending += chunk
+        cut = len(pending) if eof else pending.rfind(b"\n") + 1
+        whole, pending = pending[:cut], pending[cut:]
+        if not whole:
+            continue
+        lines = split_lines(decode_utf8(whole, what=STDIN, offset=offset, first_line=line))
+        offset, line = offset + len(whole), line + whole.count(b"\n")
+        for start in range(0, len(lines), max_batch):
+            yield lines[start : start + max_batch]
 
 
 def split_lines(text: str) -> list[str]:
@@ -74,13 +130,14 @@ def format_lines(items: Iterable[str]) -> str:
     return "".join(item.replace("\r\n", " ").replace("\n", " ").replace("\r", " ") + "\n" for item in items)
 
 
-def check_line_lengths(lengths: Iterable[int], *, limit: int, max_len: int, where: str, note: str = "") -> None:
-    """A ValueError naming the first line (1-based, of `where`) of more than `limit` tokens (what the model's
-    context `max_len` leaves for text): refused, not cut silently, so that no answer is about a text other
-    than the one given. `note` ends the message: how to cut lines on purpose, e.g. "; shorten it or pass
-    --truncate"."""
+def check_line_lengths(lengths: Iterable[int], *, limit: int, max_len: int, where: str, note: str = "",
+                       first: int = 1) -> None:
+    """A ValueError naming the first line (numbered from `first`, of `where`) of more than `limit` tokens
+    (what the model's context `max_len` leaves for text): refused, not cut silently, so that no answer is
+    about a text other than the one given. `note` ends the message: how to cut lines on purpose, e.g.
+    "; shorten it or pass --truncate"."""
     room = f"max_len={max_len}" if limit == max_len else f"max_len={max_len}, which leaves {limit} for text"
-    for number, n in enumerate(lengths, 1):
+    for number, n in enumerate(lengths, first):
         if n > limit:
             raise ValueError(f"{where}:{number}: the line is {n} tokens, longer than the model's context {room}{note}")
 
@@ -105,4 +162,4 @@ def check_writable(path: str | os.PathLike, *, what: str) -> None:
 
 
 __all__ = ["STDIN", "TRUNCATE_NOTE", "check_line_lengths", "check_writable", "decode_utf8", "format_lines",
-           "read_lines", "source_name", "split_lines"]
+           "line_batches", "read_lines", "source_name", "split_lines"]

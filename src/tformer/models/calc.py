@@ -34,8 +34,19 @@ def param_count(config: TransformerConfig, *, exclude_embeddings: bool = False) 
 
 def forward_flops_per_token(config: TransformerConfig, seq_len: int) -> int:
     """Forward FLOPs per token at context `seq_len` (source and target both `seq_len` for encoder-decoder)."""
+    return model_forward_flops(_meta_model(config), seq_len)
+
+
+def train_flops_per_token(config: TransformerConfig, seq_len: int) -> int:
+    return 3 * forward_flops_per_token(config, seq_len)
+
+
+def model_forward_flops(model: nn.Module, seq_len: int) -> int:
+    """Forward FLOPs per token of a built model (any head: a classifier's too) at context `seq_len`: 2 per
+    weight of every linear layer, and 4 * seq_len * h * k per attention layer. An encoder-decoder's figure is
+    per pair of a source and a target token (both sides at `seq_len`)."""
     flops = 0
-    for module in _meta_model(config).modules():
+    for module in model.modules():
         if isinstance(module, nn.Linear):
             flops += 2 * module.in_features * module.out_features
         elif isinstance(module, Attention):
@@ -43,5 +54,25 @@ def forward_flops_per_token(config: TransformerConfig, seq_len: int) -> int:
     return flops
 
 
-def train_flops_per_token(config: TransformerConfig, seq_len: int) -> int:
-    return 3 * forward_flops_per_token(config, seq_len)
+def model_summary(model: nn.Module, *, seq_len: int) -> str:
+    """One line for the start of a training: the parameters (each tied tensor once; and without the
+    embeddings, the N of the 6N rule) and the training FLOPs per token (3 x forward) at context `seq_len`,
+    e.g. `model: 1.23M parameters (0.98M without embeddings), 9.1M training FLOPs per token at context 128`."""
+    params = {id(p): p for p in model.parameters()}
+    embedded = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    embedded |= {id(p) for name, p in model.named_parameters() if name.endswith("positions.weight")}
+    total = sum(p.numel() for p in params.values())
+    body = sum(p.numel() for key, p in params.items() if key not in embedded)
+    flops = 3 * model_forward_flops(model, seq_len)
+    return (f"model: {_si(total)} parameters ({_si(body)} without embeddings), {_si(flops)} training FLOPs per "
+            f"token at context {seq_len}")
+
+
+def _si(n: float) -> str:
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g}{unit}"
+    return str(int(n))
+
+
+__all__ = ["forward_flops_per_token", "model_forward_flops", "model_summary", "param_count", "train_flops_per_token"]

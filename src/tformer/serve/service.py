@@ -99,15 +99,15 @@ class Service:
                              f"{offered} (and GET /health, /info)", status=404)
 
 
-def load_service(path: str | Path, *, limits: Limits, device: str = "auto") -> Service:
+def load_service(path: str | Path, *, limits: Limits, device: str = "auto", dtype: str = "float32") -> Service:
     """The checkpoint at `path` (any kind `tasks.base.load_checkpoint` reads: trained here or imported from
-    Hugging Face), on `device`, ready to serve."""
+    Hugging Face), on `device` in `dtype`, ready to serve."""
     from tformer.tasks.translation import decode_config, run_recipe
 
-    where = resolve_device(device, what="--device")
+    where = resolve_device(device, what="--device", mps=True)
     config, model_class = load_config(path)
     kind = checkpoint_kind(config, model_class)
-    model, config, tokenizer = load_checkpoint(path)
+    model, config, tokenizer = load_checkpoint(path, device=str(where), dtype=dtype)
     decode = None
     if kind == "seq2seq":
         decode = decode_config(run_recipe(path), batch_size=limits.max_batch)

@@ -40,13 +40,16 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
 
 
 def train(recipe: Any, *, resume: bool = False, overwrite: bool = False, progress: bool = True) -> dict:
-    """Run the training function of the recipe's task (after checking that its device is here: a run that
-    cannot start leaves nothing behind). `overwrite` replaces a run already in out_dir, which is refused
-    otherwise (see `tformer.training.rundir`)."""
+    """Run the training function of the recipe's task (after checking that its device is here, and
+    TensorBoard where the recipe asks for it: a run that cannot start leaves nothing behind). `overwrite`
+    replaces a run already in out_dir, which is refused otherwise (see `tformer.training.rundir`)."""
     from tformer.data.device import resolve_device
     from tformer.training.distributed import launched_world
+    from tformer.training.logger import check_tensorboard
 
     resolve_device(recipe.train.device, local_rank=launched_world().local_rank)
+    if recipe.train.tensorboard:
+        check_tensorboard()
     return TASKS[recipe.task][1](recipe, resume=resume, overwrite=overwrite, progress=progress)
 
 

@@ -20,7 +20,8 @@ from torch import Tensor, nn
 
 from tformer.config import TransformerConfig, family_of
 from tformer.configio import check_choice, dump_yaml, flat_keys, parse_yaml, read_yaml, shown, to_dict
-from tformer.data.device import device_of, to_device
+from tformer.data.device import check_placement, device_of, place, to_device
+from tformer.models.calc import model_summary
 from tformer.tokenization import check_vocabulary, load_tokenizer
 from tformer.training.checkpoint import load_config, load_model, tokenizer_dir
 from tformer.training.distributed import launched_world
@@ -57,7 +58,8 @@ def check_recipe(recipe: Any) -> None:
 # seed, the data) would silently not apply, or apply to half a run, so it is refused.
 RESUME_MAY_CHANGE = ("out_dir", "train.max_steps", "train.time_budget_min", "train.eval_every", "train.log_every",
                      "train.save_every", "train.keep_last", "train.max_bad_steps", "train.device", "train.distributed",
-                     "train.threads", "train.tune_threads", "train.accum_steps", "model.", "decode.", "sample.")
+                     "train.threads", "train.tune_threads", "train.accum_steps", "train.tensorboard", "model.",
+                     "decode.", "sample.")
 
 
 def check_resumed_recipe(out_dir: Path, recipe: Any) -> None:
@@ -101,7 +103,8 @@ def run_task(recipe: Any, setup: Callable[[Any], Setup], *, resume: bool, progre
     `setup(tokenizer)` builds the task's model, config, data and tokenizer (`tokenizer` is None on a fresh
     run: the task trains its own); `fit` trains, writing recipe.yaml, metrics and checkpoints to OUT_DIR.
     Then, on the main process of a run that was not interrupted, `finish(state, setup)` (if given) does
-    the task's last part and returns the state to hand back.
+    the task's last part and returns the state to hand back. The main process prints the model's size and
+    training FLOPs per token at its context (`models.calc.model_summary`) before training starts.
 
     The main process holds OUT_DIR for the whole training (`rundir`): no fresh run over an existing one
     unless `overwrite` (refused before anything is built), no second training at once (a lock), and a
@@ -119,6 +122,8 @@ def run_task(recipe: Any, setup: Callable[[Any], Setup], *, resume: bool, progre
             check_resumed_recipe(out_dir, recipe)
         torch.manual_seed(recipe.train.seed)
         built = setup(resumed_tokenizer(out_dir) if resume else None)
+        if main:  # what the run costs, before it starts
+            print(model_summary(built.model, seq_len=built.config.max_len), flush=True)
         if main and not resume:
             held.enter_context(hold(out_dir, fresh=True, overwrite=overwrite))
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -197,14 +202,18 @@ def check_kind(path: str | Path, command: str) -> None:
     raise ValueError(f"checkpoint {path} {held}; a {kind} checkpoint is for {use}")
 
 
-def load_checkpoint(path: str | Path, *, command: str | None = None) -> tuple[nn.Module, TransformerConfig, Any]:
+def load_checkpoint(path: str | Path, *, command: str | None = None, device: str = "cpu",
+                    dtype: str = "float32") -> tuple[nn.Module, TransformerConfig, Any]:
     """(model in eval mode, config, tokenizer) of a checkpoint directory, trained here or imported with
     `tformer convert --from-hf`. With `command` (a key of NEEDS), a checkpoint of a kind that command does
     not take is refused first (`check_kind`). The tokenizer must make no id the model has no embedding for
-    (an encoder-decoder's one tokenizer serves both sides, so it must fit the smaller vocabulary)."""
+    (an encoder-decoder's one tokenizer serves both sides, so it must fit the smaller vocabulary). The model
+    is placed on `device` in `dtype` (`data.device.place`; both checked before anything loads)."""
+    check_placement(device=device, dtype=dtype)
     if command is not None:
         check_kind(path, command)
     model, config = load_model(path)
+    model = place(model, device=device, dtype=dtype)
     if tokenizer_dir(path) is None:
         raise ValueError(f"checkpoint {path} has no tokenizer/ directory")
     tokenizer = load_tokenizer(path)

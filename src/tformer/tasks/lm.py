@@ -25,7 +25,7 @@ B batch (blocks), T block_size, V vocabulary.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -294,6 +294,47 @@ def continue_prompt(model: nn.Module, tokenizer: Any, prompt: str, *, max_new_to
     generate(model, [ids], max_new_tokens=min(max_new_tokens, config.max_len - len(ids)), temperature=temperature,
              top_k=top_k, top_p=top_p, stop_tokens=stop, seed=seed, on_token=stream)
     return produced.text
+
+
+class Sample(NamedTuple):
+    """One continuation `sample_prompts` wrote: of prompt number `prompt` (0-based), its `sample`-th
+    (0-based), drawn with `seed` (None: unseeded)."""
+
+    prompt: int
+    sample: int
+    seed: int | None
+    text: str
+
+
+def sample_prompts(model: nn.Module, tokenizer: Any, prompts: list[str], *, num_samples: int = 1,
+                   max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
+                   top_p: float | None = None, seed: int | None = None, stop_at_eos: bool = True,
+                   on_text: Callable[[int, int, str], None] | None = None) -> Iterator[Sample]:
+    """`num_samples` continuations of each prompt (`continue_prompt`), prompt by prompt, as they are written.
+    Every prompt is checked before the first is continued (a ValueError names the first that cannot be,
+    counted from 1 when there are several). With `seed`, the k-th continuation overall (from 0) is drawn with
+    seed + k (mod 2**64), so the first is what `continue_prompt(seed=seed)` writes and the others differ.
+    `on_text(prompt, sample, piece)`: the text as it appears, as `continue_prompt`'s `on_text`."""
+    if num_samples < 1:
+        raise ValueError(f"num_samples={num_samples} must be a positive integer")
+    if not prompts:
+        raise ValueError("there is no prompt to continue; give --prompt TEXT, or prompts one a line on stdin or in "
+                         "--input FILE")
+    check_sampling(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+    for number, prompt in enumerate(prompts, 1):
+        try:
+            prompt_ids(tokenizer, model.config, prompt)
+        except ValueError as e:
+            raise ValueError(f"prompt {number}: {e}" if len(prompts) > 1 else str(e)) from None
+    k = 0
+    for i, prompt in enumerate(prompts):
+        for j in range(num_samples):
+            drawn = None if seed is None else (seed + k) % 2**64
+            show = None if on_text is None else (lambda piece, i=i, j=j: on_text(i, j, piece))
+            text = continue_prompt(model, tokenizer, prompt, max_new_tokens=max_new_tokens, temperature=temperature,
+                                   top_k=top_k, top_p=top_p, seed=drawn, stop_at_eos=stop_at_eos, on_text=show)
+            yield Sample(i, j, drawn, text)
+            k += 1
 
 
 class TextStream:

@@ -10,7 +10,7 @@ from typing import Any
 
 from torch import nn
 
-from tformer.data.lines import read_lines
+from tformer.data.lines import read_lines, source_name
 from tformer.decoding import TextScore, conditional_log_probs, score_sequences
 
 
@@ -19,7 +19,7 @@ def read_scored_lines(path: str | os.PathLike) -> dict[int, str]:
     1), so that results and errors name the file's own lines; a ValueError if there are none."""
     lines = {number: line for number, line in enumerate(read_lines(path), 1) if line.strip()}
     if not lines:
-        raise ValueError(f"{path} has no non-empty line to score")
+        raise ValueError(f"{source_name(path)} has no non-empty line to score")
     return lines
 
 

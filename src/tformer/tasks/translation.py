@@ -202,15 +202,18 @@ def model_config(recipe: TranslationRecipe, tokenizer: BPETokenizer) -> Seq2SeqC
 
 @torch.inference_mode()
 def translate(model: nn.Module, tokenizer: BPETokenizer, sentences: list[str], decode: DecodeConfig, *,
-              truncate: bool = False, where: str = "input", progress: bool = False) -> list[str]:
+              truncate: bool = False, where: str = "input", progress: bool = False,
+              first_line: int = 1) -> list[str]:
     """Detokenized translations, in input order; batches sorted by length to waste little padding.
     A sentence longer than the model's context (max_len tokens) is refused with a ValueError naming its
-    line of `where`, unless `truncate`, which translates its first max_len tokens (as evaluation over a
-    corpus does). `progress`: a bar over the sentences on stderr (a test set with beam search takes minutes)."""
+    line of `where` (counted from `first_line`), unless `truncate`, which translates its first max_len tokens
+    (as evaluation over a corpus does). `progress`: a bar over the sentences on stderr (a test set with beam
+    search takes minutes)."""
     ids = tokenizer.encode_batch(sentences)
     limit = model.config.max_len
     if not truncate:
-        check_line_lengths(map(len, ids), limit=limit, max_len=limit, where=where, note=TRUNCATE_NOTE)
+        check_line_lengths(map(len, ids), limit=limit, max_len=limit, where=where, note=TRUNCATE_NOTE,
+                           first=first_line)
     ids = [x[:limit] for x in ids]
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     out = [""] * len(ids)
@@ -261,14 +264,25 @@ def decode_config(recipe: TranslationRecipe | None, *, beam: int | None = None, 
 
 
 def evaluate_checkpoint(checkpoint: str | Path, data: DataConfig, split: str, decode: DecodeConfig, *,
-                        limit: int | None = None,
-                        progress: bool = False) -> tuple[Scores, list[tuple[str, str]], list[str]]:
+                        limit: int | None = None, progress: bool = False, device: str = "cpu",
+                        dtype: str = "float32") -> tuple[Scores, list[tuple[str, str]], list[str]]:
     """Translate a split (its first `limit` pairs) with a checkpoint and score it: (scores, pairs, hypotheses).
-    `progress`: a bar over the sentences on stderr."""
-    model, _, tokenizer = load_checkpoint(checkpoint, command="evaluate")
+    `progress`: a bar over the sentences on stderr; `device`, `dtype`: where and in what the model runs."""
+    model, _, tokenizer = load_checkpoint(checkpoint, command="evaluate", device=device, dtype=dtype)
     pairs = load_split(data, split)[:limit]
     hyps = translate(model, tokenizer, [s for s, _ in pairs], decode, truncate=True, progress=progress)
     return score_corpus(hyps, [t for _, t in pairs]), pairs, hyps
+
+
+def evaluation_report(scores: Scores, *, split: str, decode: DecodeConfig, checkpoint: str) -> dict[str, Any]:
+    """What `tformer evaluate --json` prints: the scores (BLEU and chrF on sacrebleu's 0-100 scale, the
+    share of degenerate outputs in [0, 1]), sacrebleu's full signatures (so that a number can be
+    reproduced), the number of sentences and the decoding settings used."""
+    return {"checkpoint": checkpoint, "split": split, "sentences": scores.sentences, "bleu": scores.bleu,
+            "chrf": scores.chrf, "degenerate": scores.degenerate, "degenerate_count": scores.degenerate_count,
+            "bleu_signature": scores.bleu_signature, "chrf_signature": scores.chrf_signature,
+            "decode": {"beam": decode.beam, "lenpen": decode.lenpen, "max_len_a": decode.max_len_a,
+                       "max_len_b": decode.max_len_b, "batch_size": decode.batch_size}}
 
 
 def training_rates(records: list[dict[str, Any]]) -> tuple[float | None, float | None]:

@@ -28,6 +28,7 @@ class TrainConfig:
     threads: int | None = None  # torch's intra-op CPU threads; None: torch's default (one per core)
     tune_threads: bool = False  # retime 1, 2, 4 ... threads during training and keep the fastest (threads.py)
     best_metric: str = "valid_loss"  # chooses the `best` checkpoint; "bleu" and "accuracy" count higher as better
+    tensorboard: bool = False  # also log to out_dir/tensorboard (needs the tensorboard package: tformer[tb])
     optim: OptimConfig = field(default_factory=OptimConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
 

@@ -1,5 +1,6 @@
 """The training loop's log: one JSON object a line in out_dir/metrics.jsonl (what `tformer plot curves` and
-`tformer report` read), and the same scalars to TensorBoard when it is installed.
+`tformer report` read), and the same scalars to TensorBoard (out_dir/tensorboard) when the recipe asks for it
+(`train.tensorboard: true`, or `tformer train --tensorboard`; the package comes with the `tb` extra).
 
 Every line is strict JSON: a number that is not finite (a diverged loss, an infinite gradient norm) is
 written as null, never as the bare NaN / Infinity that Python's json writes by default and other readers
@@ -7,6 +8,7 @@ refuse."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 from pathlib import Path
@@ -14,11 +16,19 @@ from typing import Any
 
 from tformer.files import write_atomic
 
+INSTALL = "train.tensorboard=true (--tensorboard) needs the tensorboard package: pip install 'tformer[tb]'"
+
+
+def check_tensorboard() -> None:
+    """A ValueError saying how to install TensorBoard, unless torch can write its event files here."""
+    if importlib.util.find_spec("tensorboard") is None:
+        raise ValueError(INSTALL)
+
 
 class Logger:
-    """Metrics to out_dir/metrics.jsonl, one JSON object a line, and to TensorBoard when it is installed."""
+    """Metrics to out_dir/metrics.jsonl, one JSON object a line, and with `tensorboard` to TensorBoard."""
 
-    def __init__(self, out_dir: Path, *, resume_at: int | None) -> None:
+    def __init__(self, out_dir: Path, *, resume_at: int | None, tensorboard: bool = False) -> None:
         """A fresh run starts a fresh log; a resumed one keeps the records up to its checkpoint's step and
         drops any logged after it (a crash since), so that no step appears twice."""
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -26,21 +36,23 @@ class Logger:
         if resume_at is not None and path.is_file():
             kept = [line for line in path.read_text().splitlines(keepends=True) if _logged_step(line) <= resume_at]
             write_atomic(path, "".join(kept))
-        self.file = open(path, "a" if resume_at is not None else "w")  # noqa: SIM115
-        try:
+        self.tb = None
+        if tensorboard:
+            check_tensorboard()
             from torch.utils.tensorboard import SummaryWriter
 
-            self.tb = SummaryWriter(str(out_dir / "tensorboard"))
-        except ImportError:  # tensorboard is optional
-            self.tb = None
+            purge = None if resume_at is None else resume_at + 1  # a resumed run drops the events after last
+            self.tb = SummaryWriter(str(out_dir / "tensorboard"), purge_step=purge)
+        self.file = open(path, "a" if resume_at is not None else "w")  # noqa: SIM115
 
     def write(self, record: dict[str, Any]) -> None:
         self.file.write(json.dumps({k: _finite_or_none(v) for k, v in record.items()}, allow_nan=False) + "\n")
         self.file.flush()
         if self.tb is not None:
             for key, value in record.items():
-                if key != "step" and isinstance(value, int | float):
+                if key != "step" and isinstance(value, int | float) and not isinstance(value, bool):
                     self.tb.add_scalar(key, value, record["step"])
+            self.tb.flush()
 
     def close(self) -> None:
         self.file.close()

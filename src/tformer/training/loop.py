@@ -70,6 +70,7 @@ def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainCon
     SIGINT or SIGTERM stopped it). Writes out_dir/recipe.yaml (the `recipe` dataclass, if given),
     out_dir/metrics.jsonl and the out_dir/last and out_dir/best checkpoints."""
     run = _start(model, config, train, out_dir=Path(out_dir), tokenizer=tokenizer, resume=resume, recipe=recipe)
+    run.echo = run.world.is_main and not progress  # no bar to show the metrics: print them, for batch jobs
     data = EpochReader(task, run.state)
     bar = ProgressBar(run.state, max_steps=train.max_steps, budget_min=train.time_budget_min,
                       enabled=progress and run.world.is_main)
@@ -98,6 +99,7 @@ class _Run:
     log: Logger | None  # rank 0 only
     checkpoints: Checkpoints
     out_dir: Path
+    echo: bool = False  # print each evaluation's metrics as one line on stdout (the progress bar is off)
 
 
 def _start(model: nn.Module, config: TransformerConfig, train: TrainConfig, *, out_dir: Path, tokenizer: Any,
@@ -120,7 +122,8 @@ def _start(model: nn.Module, config: TransformerConfig, train: TrainConfig, *, o
     if resume:
         state.update(restore(out_dir / "last", model, optimizer, scheduler, train, world))
         set_next_lr(optimizer, scheduler)
-    log = Logger(out_dir, resume_at=state["step"] if resume else None) if world.is_main else None
+    log = (Logger(out_dir, resume_at=state["step"] if resume else None, tensorboard=train.tensorboard)
+           if world.is_main else None)
     if world.is_main and recipe is not None:
         write_atomic(out_dir / "recipe.yaml", dump_yaml(to_dict(recipe)))
     checkpoints = Checkpoints(out_dir, model=model, whole=whole, optimizer=optimizer, scheduler=scheduler,
@@ -185,7 +188,7 @@ def _evaluate_or_stop(run: _Run, task: Task, train: TrainConfig, *, window: Thro
     done = state["step"] == train.max_steps or out_of_time
     if state["step"] % train.eval_every == 0 or done:
         dist.refresh(run.whole, run.model)
-        _evaluate(run.whole, task, train, state, run.log, run.checkpoints)
+        _evaluate(run.whole, task, train, state, run.log, run.checkpoints, echo=run.echo)
         run.model.train()
         window.restart()  # tokens/s counts training time only
     elif train.save_every is not None and state["step"] % train.save_every == 0:
@@ -208,6 +211,11 @@ def run_progress(step: int, elapsed: float, train: TrainConfig) -> float:
     if train.time_budget_min is not None:
         used = max(used, elapsed / (60.0 * train.time_budget_min))
     return min(1.0, used)
+
+
+def eval_line(step: int, elapsed: float, metrics: dict[str, float]) -> str:
+    """One evaluation as one line, e.g. `eval step 500 (3.2 min): valid_loss 2.3456, bleu 12.3400`."""
+    return f"eval step {step} ({elapsed / 60:.1f} min): " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items())
 
 
 def stop_summary(state: dict[str, Any]) -> str:
@@ -280,8 +288,9 @@ def _saved(out_dir: Path) -> str:
 
 
 def _evaluate(model: nn.Module, task: Task, train: TrainConfig, state: dict, log: Logger | None,
-              checkpoints: Checkpoints) -> None:
-    """Every rank evaluates the whole model (identical metrics, so that the ranks agree on `best`)."""
+              checkpoints: Checkpoints, *, echo: bool = False) -> None:
+    """Every rank evaluates the whole model (identical metrics, so that the ranks agree on `best`); with
+    `echo`, the metrics are printed as one line on stdout (`eval_line`)."""
     model.eval()
     try:
         metrics = task.evaluate(model)
@@ -294,6 +303,8 @@ def _evaluate(model: nn.Module, task: Task, train: TrainConfig, state: dict, log
         raise
     if log is not None:
         log.write({"step": state["step"], **{f"eval/{k}": v for k, v in metrics.items()}})
+    if echo:
+        print(eval_line(state["step"], state["elapsed"], metrics), flush=True)
     value = metrics.get(train.best_metric)
     state["metrics"] = metrics
     if value is not None and math.isfinite(value):

@@ -1,0 +1,99 @@
+"""The options the commands share, spelled and read the same way everywhere:
+
+    -i/--input FILE    the text a command reads, one item a line; - (the default) is stdin
+    -o/--output FILE   where its text goes, one result a line; - (the default) is stdout
+    --device D         where the model runs: auto (a GPU if torch sees one), cpu, cuda, cuda:N or mps
+    --dtype T          what its weights and activations are: float32, bfloat16 or float16
+
+and the help formatter every parser uses, which ends each option's help with its default (unless the help
+already says it, or there is none to show). `answer_lines` runs a command that answers each line of its
+input (translate, classify): line by line as the lines arrive from a pipe, whole from a file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterable
+
+STD = "-"
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's help, with ` (default: X)` after every option's help that has a default worth showing."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        shown = action.default not in (None, False, argparse.SUPPRESS) and action.option_strings
+        if not shown or "default" in text:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def add_input(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("-i", "--input", default=STD, metavar="FILE", help=f"{what}, one a line; - for stdin")
+
+
+def add_output(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("-o", "--output", default=STD, metavar="FILE",
+                   help=f"{what}, one a line; - for stdout (a file is written whole, atomically, at the end)")
+
+
+def add_placement(p: argparse.ArgumentParser) -> None:
+    """--device and --dtype of a command that runs a model."""
+    p.add_argument("--device", default="auto",
+                   help="where the model runs: auto (a GPU if torch sees one), cpu, cuda, cuda:N or mps")
+    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
+                   help="the model's floating-point type (the half types halve memory; float16 overflows more)")
+
+
+def placement(args: argparse.Namespace) -> dict[str, str]:
+    """The keyword arguments of `tasks.base.load_checkpoint` that place the model."""
+    return {"device": args.device, "dtype": args.dtype}
+
+
+def is_std(path: str | None) -> bool:
+    return path is None or path == STD
+
+
+def check_output(path: str | None) -> None:
+    """Refuse an output file that cannot be written before any work starts, not after."""
+    from tformer.data.lines import check_writable
+
+    if not is_std(path):
+        check_writable(path, what="--output")
+
+
+def write_text(path: str | None, text: str) -> None:
+    """`text` to stdout (flushed), or to the file `path` (`files.write_output`: atomic for a regular file)."""
+    if is_std(path):
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        from tformer.files import write_output
+
+        write_output(path, text)
+
+
+def answer_lines(args: argparse.Namespace, answer: Callable[[list[str], int], Iterable[str]], *,
+                 max_batch: int) -> None:
+    """Run `answer(lines, number of the first line)` over the batches of `--input`
+    (`data.lines.line_batches`: each batch as it arrives from a pipe or terminal, a file whole) and write
+    one result a line: to stdout after each batch, so that a line in gets its answer at once, or to
+    `--output` once all are answered (a file is never left half-written)."""
+    from tformer.data.lines import format_lines, line_batches
+
+    first, done = 1, []
+    for lines in line_batches(args.input, max_batch=max_batch):
+        text = format_lines(answer(lines, first))
+        first += len(lines)
+        if is_std(args.output):
+            write_text(STD, text)
+        else:
+            done.append(text)
+    if not is_std(args.output):
+        write_text(args.output, "".join(done))
+
+
+__all__ = ["STD", "HelpFormatter", "add_input", "add_output", "add_placement", "answer_lines", "check_output",
+           "is_std", "placement", "write_text"]
