@@ -35,6 +35,7 @@ refused while the arguments are parsed, before anything loads or prints.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any, NoReturn
 
@@ -42,6 +43,7 @@ from tformer.cli import classify, convert, lm, recipes, serve, train, translate,
 from tformer.cli.shared import HelpFormatter
 
 EXIT_USER_ERROR = 2
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool that SIGPIPE ended
 GROUPS = (train, translate, lm, classify, convert, viz, serve, recipes)  # the order `tformer --help` lists them in
 
 
@@ -53,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
         return e.code if isinstance(e.code, int) else EXIT_USER_ERROR
     try:
         return args.run(args)
+    except BrokenPipeError:  # the reader left (`tformer ... | head`): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+        return EXIT_BROKEN_PIPE
     except (ValueError, RuntimeError, OSError) as e:
         if isinstance(e, OSError) and e.filename and e.strerror:  # "path: Permission denied", not "[Errno 13] ..."
             message = f"{e.filename}: {e.strerror}"
