@@ -45,3 +45,13 @@ def test_tensorboard_events_hold_the_logged_scalars(world: World, tmp_path: Path
     losses = {r["step"]: r["loss"] for r in logged if "loss" in r}
     assert {e.step: e.value for e in events.Scalars("loss")} == pytest.approx(losses)
     assert [e.step for e in events.Scalars("eval/valid_loss")] == [2, 4]
+
+
+def test_a_resumed_run_adds_to_the_same_tensorboard_scalars_once(world: World, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    assert main(train(world, run, "--no-progress", "--tensorboard")) == 0
+    assert main(train(world, run, "train.max_steps=6", "--no-progress", "--tensorboard", "--resume")) == 0
+    events = EventAccumulator(str(run / "tensorboard"))
+    events.Reload()
+    assert [e.step for e in events.Scalars("loss")] == [1, 2, 3, 4, 5, 6]
+    assert [e.step for e in events.Scalars("eval/valid_loss")] == [2, 4, 6]
