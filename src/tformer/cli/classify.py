@@ -17,6 +17,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top", type=options.integer(), default=1, help="print the N most likely labels of each line")
     p.add_argument("--truncate", action="store_true",
                    help="classify the first pieces of a text longer than the context (default: refuse it)")
+    p.add_argument("--int8", action="store_true", help=options.INT8_HELP)
     p.set_defaults(run=cmd_classify)
 
 
@@ -27,7 +28,8 @@ def cmd_classify(args: argparse.Namespace) -> int:
 
     if args.top < 1:
         raise ValueError(f"--top={args.top} must be a positive integer")
-    model, _, tokenizer = load_checkpoint(args.checkpoint, command="classify")
+    model, _, tokenizer = load_checkpoint(args.checkpoint, command="classify",
+                                          quantization="int8" if args.int8 else None)
     results = top_labels(model, tokenizer, read_lines(args.input), top=args.top, truncate=args.truncate,
                          where=source_name(args.input))
     sys.stdout.write(format_lines("\t".join(f"{name}\t{p:.4f}" for name, p in labels) for labels in results))

@@ -27,12 +27,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top-p", type=options.real(), default=None)
     p.add_argument("--seed", type=options.SEED, default=None, help="makes sampling reproducible (0 .. 2**64 - 1)")
     p.add_argument("--no-stop", action="store_true", help="do not stop at the end-of-text token")
+    p.add_argument("--int8", action="store_true", help=options.INT8_HELP)
     p.set_defaults(run=cmd_generate)
 
     p = sub.add_parser("score", help="log-likelihood, perplexity and bits per character of each line")
     p.add_argument("--checkpoint", required=True)
     p.add_argument("file", help="text file: one sequence a line (encoder-decoder: source<TAB>target)")
     p.add_argument("--per-token", action="store_true", help="also print log p(x_t | x_<t) of every token")
+    p.add_argument("--int8", action="store_true", help=options.INT8_HELP)
     p.set_defaults(run=cmd_score)
 
 
@@ -44,7 +46,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if args.max_new_tokens < 0:
         raise ValueError(f"--max-new-tokens={args.max_new_tokens} must be >= 0")
     check_sampling(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)  # before the load
-    model, _, tokenizer = load_checkpoint(args.checkpoint, command="generate")
+    model, _, tokenizer = load_checkpoint(args.checkpoint, command="generate",
+                                          quantization="int8" if args.int8 else None)
 
     def show(text: str) -> None:
         sys.stdout.write(text)
@@ -61,7 +64,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     from tformer.tasks.base import load_checkpoint
     from tformer.tasks.scoring import read_scored_lines, score_lines, score_pairs, token_scores
 
-    model, config, tokenizer = load_checkpoint(args.checkpoint, command="score")
+    model, config, tokenizer = load_checkpoint(args.checkpoint, command="score",
+                                               quantization="int8" if args.int8 else None)
     numbered = read_scored_lines(args.file)  # {line number in the file: line}, the empty lines left out
     numbers, lines = list(numbered), list(numbered.values())
     if isinstance(config, Seq2SeqConfig):

@@ -30,6 +30,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-batch", type=options.integer(low=1), default=16, help="sentences decoded together")
     p.add_argument("--batch-wait-ms", type=options.real(low=0, high=10_000), default=5.0,
                    help="how long a batch's first request waits for others (0: take only those already waiting)")
+    p.add_argument("--int8", action="store_true", help=options.INT8_HELP + "; needs --device cpu on a GPU machine")
     p.set_defaults(run=cmd_serve)
 
 
@@ -43,7 +44,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     limits = Limits(max_chars=args.max_chars, max_tokens=args.max_tokens, max_new_tokens=args.max_new_tokens,
                     max_batch=args.max_batch, batch_wait_ms=args.batch_wait_ms)
-    service = load_service(args.checkpoint, limits=limits, device=args.device)
+    service = load_service(args.checkpoint, limits=limits, device=args.device,
+                           quantization="int8" if args.int8 else None)
     sock = bind(args.host, args.port)
     print(f"tformer serve: {service.kind} checkpoint {args.checkpoint} on {service.info()['device']}; listening on "
           f"{url_of(sock)} (endpoints: {', '.join('/' + e for e in service.endpoints)}; Ctrl-C stops)", flush=True)

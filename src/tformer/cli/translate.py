@@ -49,10 +49,15 @@ def add_decode_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beam", type=options.integer(), default=None, help="beam size (1 = greedy); default: the recipe's")
     p.add_argument("--lenpen", type=options.real(), default=None, help="length penalty exponent (a finite number)")
     p.add_argument("--batch-size", type=options.integer(), default=None, help="sentences per decoding batch")
+    p.add_argument("--int8", action="store_true", help=options.INT8_HELP)
 
 
 def decode_args(args: argparse.Namespace) -> dict:
     return {"beam": args.beam, "lenpen": args.lenpen, "batch_size": args.batch_size}
+
+
+def int8(args: argparse.Namespace) -> str | None:
+    return "int8" if args.int8 else None
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
@@ -64,7 +69,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
     if args.output:  # refuse an output that cannot be written before decoding, not after
         check_writable(args.output, what="--output")
     decode = decode_config(run_recipe(args.checkpoint), **decode_args(args))
-    model, _, tokenizer = load_checkpoint(args.checkpoint, command="translate")
+    model, _, tokenizer = load_checkpoint(args.checkpoint, command="translate", quantization=int8(args))
     hyps = translate(model, tokenizer, read_lines(args.input), decode, truncate=args.truncate,
                      where=source_name(args.input))
     text = format_lines(hyps)
@@ -83,7 +88,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     recipe = run_recipe(args.checkpoint, command="evaluate", required=True)
     decode = decode_config(recipe, **decode_args(args))
     scores, pairs, _ = evaluate_checkpoint(args.checkpoint, recipe.data, args.split, decode, limit=args.limit,
-                                           progress=True)
+                                           progress=True, quantization=int8(args))
     print(f"{args.split}: {len(pairs)} sentences, beam {decode.beam}, lenpen {decode.lenpen}")
     print(scores)
     return 0

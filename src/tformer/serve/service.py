@@ -99,15 +99,18 @@ class Service:
                              f"{offered} (and GET /health, /info)", status=404)
 
 
-def load_service(path: str | Path, *, limits: Limits, device: str = "auto") -> Service:
+def load_service(path: str | Path, *, limits: Limits, device: str = "auto",
+                 quantization: str | None = None) -> Service:
     """The checkpoint at `path` (any kind `tasks.base.load_checkpoint` reads: trained here or imported from
-    Hugging Face), on `device`, ready to serve."""
+    Hugging Face), on `device`, ready to serve; `quantization` ("int8") quantizes it at load, on the CPU."""
     from tformer.tasks.translation import decode_config, run_recipe
 
     where = resolve_device(device, what="--device")
+    if quantization is not None and where.type != "cpu":
+        raise ValueError(f"--int8 runs on the CPU only; --device {device} gives {where}: serve with --device cpu")
     config, model_class = load_config(path)
     kind = checkpoint_kind(config, model_class)
-    model, config, tokenizer = load_checkpoint(path)
+    model, config, tokenizer = load_checkpoint(path, quantization=quantization)
     decode = None
     if kind == "seq2seq":
         decode = decode_config(run_recipe(path), batch_size=limits.max_batch)

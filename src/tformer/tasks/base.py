@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from tformer.config import TransformerConfig, family_of
 from tformer.configio import check_choice, dump_yaml, flat_keys, parse_yaml, read_yaml, shown, to_dict
 from tformer.data.device import device_of, to_device
+from tformer.quant import check_mode, quantize
 from tformer.tokenization import check_vocabulary, load_tokenizer
 from tformer.training.checkpoint import load_config, load_model, tokenizer_dir
 from tformer.training.distributed import launched_world
@@ -197,11 +198,16 @@ def check_kind(path: str | Path, command: str) -> None:
     raise ValueError(f"checkpoint {path} {held}; a {kind} checkpoint is for {use}")
 
 
-def load_checkpoint(path: str | Path, *, command: str | None = None) -> tuple[nn.Module, TransformerConfig, Any]:
+def load_checkpoint(path: str | Path, *, command: str | None = None,
+                    quantization: str | None = None) -> tuple[nn.Module, TransformerConfig, Any]:
     """(model in eval mode, config, tokenizer) of a checkpoint directory, trained here or imported with
     `tformer convert --from-hf`. With `command` (a key of NEEDS), a checkpoint of a kind that command does
     not take is refused first (`check_kind`). The tokenizer must make no id the model has no embedding for
-    (an encoder-decoder's one tokenizer serves both sides, so it must fit the smaller vocabulary)."""
+    (an encoder-decoder's one tokenizer serves both sides, so it must fit the smaller vocabulary).
+    `quantization` ("int8", or None for fp32) is applied in memory once loaded (`tformer.quant`); the files
+    stay fp32."""
+    if quantization is not None:
+        check_mode(quantization)  # before anything loads
     if command is not None:
         check_kind(path, command)
     model, config = load_model(path)
@@ -210,6 +216,8 @@ def load_checkpoint(path: str | Path, *, command: str | None = None) -> tuple[nn
     tokenizer = load_tokenizer(path)
     shared = min(config.vocab_size, getattr(config, "src_vocab_size", None) or config.vocab_size)
     check_vocabulary(tokenizer, shared, where=f"checkpoint {path}")
+    if quantization is not None:
+        quantize(model, quantization)
     return model, config, tokenizer
 
 
