@@ -157,3 +157,22 @@ def test_int8_through_the_command_line(kind: str, args: list[str], checkpoints: 
         assert len(out.strip().splitlines()) == 2
     assert len(quantized) == 1 and count_int8(quantized[0]) > 0
     assert digests(checkpoints[kind]) == before
+
+
+def test_serve_quantizes_at_load(checkpoints: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    from tformer.serve.limits import Limits
+    from tformer.serve.service import load_service
+
+    monkeypatch.setattr("tformer.quant.MIN_WEIGHTS", 0)
+    service = load_service(checkpoints["gpt"], limits=Limits(), device="cpu", quantization="int8")
+    assert count_int8(service.model) > 0
+    assert count_int8(load_service(checkpoints["gpt"], limits=Limits(), device="cpu").model) == 0
+
+
+def test_serve_int8_on_a_gpu_is_refused_before_loading(checkpoints: dict[str, Path], monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setattr("tformer.serve.service.resolve_device", lambda name, what: torch.device("cuda", 0))
+    monkeypatch.setattr("tformer.serve.service.load_checkpoint", lambda *a, **k: pytest.fail("loaded"))
+    assert main(["serve", "--checkpoint", str(checkpoints["gpt"]), "--device", "cuda", "--int8"]) == 2
+    err = capsys.readouterr().err
+    assert err == "tformer: error: --int8 runs on the CPU only; --device cuda gives cuda:0: serve with --device cpu\n"
