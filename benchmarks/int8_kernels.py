@@ -1,6 +1,7 @@
 """Which int8 weight-only matmul this torch build runs fastest on this CPU, on the project's layer shapes.
 
-    python -m benchmarks.int8_kernels [--reps 15] [--rows 1 8 256 1024] [--compile] [--out docs/int8-kernels.json]
+    python -m benchmarks.int8_kernels [--reps 15] [--rows 1 8 256] [--shapes 160x640 ...] [--compile]
+        [--out docs/int8-kernels.json]
 
 Contenders for y = x W^T + b, x (M, K), W (N, K), against fp32 `F.linear` in the same process, run in turn
 (`common.alternate`: reversed order on odd rounds, so a busier machine penalises none) and reported as
@@ -11,7 +12,7 @@ the median time's speed-up over fp32 (> 1: faster):
     compiled      (--compile) torch.compile of dequantize-then-matmul: (W.float() * scale) then F.linear
 The shapes (K -> N) are the demo translator's (d 160, d_ff 640, vocab 4000), the Bible GPT's (d 256,
 d_ff 1024) and transformer-base's (d 512, d_ff 2048, vocab 32000). M is the rows of one product:
-1 (batch-1 generation), 8 (batch 8), 256 (beam 4 x 64 sentences, one step), 1024 (an encoder pass).
+1 (batch-1 generation), 8 (batch 8), 256 (beam 4 x 64 sentences, one step); 1024 is an encoder pass.
 """
 
 from __future__ import annotations
@@ -53,10 +54,10 @@ def contenders(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, *, compile_: b
     return calls
 
 
-def measure(rows: list[int], reps: int, *, compile_: bool) -> list[dict]:
+def measure(shapes: list[tuple[int, int]], rows: list[int], reps: int, *, compile_: bool) -> list[dict]:
     torch.manual_seed(0)
     points = []
-    for k, n in SHAPES:
+    for k, n in shapes:
         w, b = torch.randn(n, k) * k**-0.5, torch.randn(n) * 0.1
         for m in rows:
             x = torch.randn(m, k)
@@ -77,13 +78,15 @@ def measure(rows: list[int], reps: int, *, compile_: bool) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--reps", type=int, default=15)
-    p.add_argument("--rows", type=int, nargs="+", default=[1, 8, 256, 1024])
+    p.add_argument("--rows", type=int, nargs="+", default=[1, 8, 256])
+    p.add_argument("--shapes", nargs="+", default=[f"{k}x{n}" for k, n in SHAPES], help="KxN: in and out features")
     p.add_argument("--compile", action="store_true", help="also time inductor's dequantize-matmul")
     p.add_argument("--out", default=None, help="write the points as JSON here")
     args = p.parse_args(argv)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, quantized engine "
           f"{torch.backends.quantized.engine}")
-    points = measure(args.rows, args.reps, compile_=args.compile)
+    shapes = [(int(k), int(n)) for k, n in (s.split("x") for s in args.shapes)]
+    points = measure(shapes, args.rows, args.reps, compile_=args.compile)
     if args.out:
         write_json(args.out, dict(torch=torch.__version__, threads=torch.get_num_threads(),
                                   engine=torch.backends.quantized.engine, points=points))

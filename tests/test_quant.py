@@ -80,14 +80,10 @@ def test_cached_greedy_beam_and_generation_run_and_agree_with_fp32() -> None:
     fp32 = (greedy(seq2seq, src, max_len_b=8), generate(gpt, prompts, max_new_tokens=8, temperature=0))
     q_seq2seq, q_gpt = (quantize(copy.deepcopy(m), "int8", min_weights=0) for m in (seq2seq, gpt))
     tokens = (greedy(q_seq2seq, src, max_len_b=8), generate(q_gpt, prompts, max_new_tokens=8, temperature=0))
-    for ref, out in zip(fp32, tokens, strict=True):
-        assert [len(x) for x in out] == [len(x) for x in ref] or sum(map(len, out)) > 0
-        same = sum(a == b for r, o in zip(ref, out, strict=True) for a, b in zip(r, o, strict=False))
-        assert same >= 0.5 * sum(map(len, ref))  # measured here: see docs/int8.md for the trained models
+    assert tokens == fp32  # these seeded models' choices are clear (trained ones: BLEU in docs/int8.md)
     beams = beam_search(q_seq2seq, src, beam=3, max_len_b=8, n_best=2)
     assert len(beams) == 4 and all(len(b) == 2 for b in beams)
-    uncached = greedy(q_seq2seq, src, max_len_b=8, use_cache=False)
-    assert len(uncached) == 4
+    assert greedy(q_seq2seq, src, max_len_b=8, use_cache=False) == fp32[0]  # the cache changes nothing
 
 
 def test_an_unknown_mode_is_refused_naming_the_allowed_ones() -> None:
