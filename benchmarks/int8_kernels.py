@@ -21,6 +21,7 @@ import argparse
 import statistics
 import sys
 import warnings
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -54,7 +55,9 @@ def contenders(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, *, compile_: b
     return calls
 
 
-def measure(shapes: list[tuple[int, int]], rows: list[int], reps: int, *, compile_: bool) -> list[dict]:
+def measure(shapes: list[tuple[int, int]], rows: list[int], reps: int, *, compile_: bool,
+            save: Callable[[list[dict]], None] = lambda points: None) -> list[dict]:
+    """Every shape at every M; `save(points)` after each point, so a run cut short keeps what it measured."""
     torch.manual_seed(0)
     points = []
     for k, n in shapes:
@@ -69,6 +72,7 @@ def measure(shapes: list[tuple[int, int]], rows: list[int], reps: int, *, compil
                          speedup={name: times["fp32"] / t for name, t in times.items() if name != "fp32"},
                          rel_err={name: e for name, e in err.items() if name != "fp32"})
             points.append(point)
+            save(points)
             print(f"{k:>5} -> {n:<6} M={m:<5} fp32 {point['fp32_us']:9.1f} us  " + "  ".join(
                 f"{name} {s:5.2f}x (err {point['rel_err'][name]:.1e})" for name, s in point["speedup"].items()),
                 flush=True)
@@ -86,10 +90,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, quantized engine "
           f"{torch.backends.quantized.engine}")
     shapes = [(int(k), int(n)) for k, n in (s.split("x") for s in args.shapes)]
-    points = measure(shapes, args.rows, args.reps, compile_=args.compile)
-    if args.out:
-        write_json(args.out, dict(torch=torch.__version__, threads=torch.get_num_threads(),
-                                  engine=torch.backends.quantized.engine, points=points))
+    def save(points: list[dict]) -> None:
+        if args.out:
+            write_json(args.out, dict(torch=torch.__version__, threads=torch.get_num_threads(),
+                                      engine=torch.backends.quantized.engine, points=points))
+
+    measure(shapes, args.rows, args.reps, compile_=args.compile, save=save)
     return 0
 
 
