@@ -138,7 +138,8 @@ def test_load_checkpoint_quantizes_in_memory_and_leaves_the_files_fp32(checkpoin
 @pytest.mark.parametrize(("kind", "args"), [
     ("seq2seq", ["translate", "--beam", "2"]), ("seq2seq", ["translate", "--beam", "1"]),
     ("gpt", ["generate", "--prompt", "the", "--max-new-tokens", "5", "--temperature", "0"]),
-    ("classifier", ["classify", "--top", "2"])])
+    ("classifier", ["classify", "--top", "2"]), ("gpt", ["score", "LINES"]),
+    ("seq2seq", ["evaluate", "--limit", "2", "--beam", "1"])])
 def test_int8_through_the_command_line(kind: str, args: list[str], checkpoints: dict[str, Path], tmp_path: Path,
                                        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
     monkeypatch.setattr("tformer.quant.MIN_WEIGHTS", 0)  # every layer, however small
@@ -146,11 +147,15 @@ def test_int8_through_the_command_line(kind: str, args: list[str], checkpoints: 
     monkeypatch.setattr("tformer.tasks.base.quantize", lambda m, mode: quantized.append(quantize(m, mode)))
     monkeypatch.setattr("sys.stdin", __import__("io").StringIO("the cat\na big house\n"))
     before = digests(checkpoints[kind])
+    (tmp_path / "lines.txt").write_text("the cat\na big house\n", encoding="utf-8")
+    args = [str(tmp_path / "lines.txt") if a == "LINES" else a for a in args]
     assert main([args[0], "--checkpoint", str(checkpoints[kind]), *args[1:], "--int8"]) == 0
     out, err = capsys.readouterr()
     assert "Traceback" not in err and out.strip()
-    if args[0] != "generate":
+    if args[0] in ("translate", "classify"):
         assert len(out.strip().splitlines()) == 2
+    if args[0] == "score":  # a header, a line each, the total
+        assert len(out.strip().splitlines()) == 4
     assert len(quantized) == 1 and count_int8(quantized[0]) > 0
     assert digests(checkpoints[kind]) == before
 
