@@ -86,9 +86,13 @@ def test_cached_greedy_beam_and_generation_run_and_agree_with_fp32() -> None:
     assert greedy(q_seq2seq, src, max_len_b=8, use_cache=False) == fp32[0]  # the cache changes nothing
 
 
-def test_an_unknown_mode_is_refused_naming_the_allowed_ones() -> None:
+def test_an_unknown_mode_is_refused_naming_the_allowed_ones(checkpoints: dict[str, Path],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ValueError, match=r"^unknown quantization 'int4'; allowed: int8$"):
         quantize(models()["gpt"], "int4")
+    monkeypatch.setattr("tformer.tasks.base.load_model", lambda path: pytest.fail("loaded"))
+    with pytest.raises(ValueError, match=r"^unknown quantization 'int4'; allowed: int8$"):  # before loading
+        load_checkpoint(checkpoints["gpt"], quantization="int4")
 
 
 def test_a_model_off_the_cpu_or_not_fp32_is_refused() -> None:
