@@ -7,6 +7,8 @@ Parts, run one after the other in this process (each a module of this package wi
     train_speed       training tokens/s and MFU against transformers and torch.nn.Transformer
     generate          batch-1 and batch-8 GPT generation against transformers' generate
     translate_speed   greedy and beam-4 translation against MarianMTModel.generate
+    ct2_speed         greedy / beam-4 translation, batch-1 / batch-8 generation against CTranslate2, fp32 and
+                      int8 on each side (ours: tformer.quant)
     attention_memory  the longest sequence one exact attention layer handles within 4 GiB
 Each part writes its JSON (its `--out`) and prints Markdown, which is captured for the README. A part that
 fails is recorded with its error and the others still run.
@@ -38,18 +40,20 @@ import torch
 
 from benchmarks import machine
 
-PARTS = ("train_speed", "generate", "translate_speed", "attention_memory")
+PARTS = ("train_speed", "generate", "translate_speed", "ct2_speed", "attention_memory")
 QUICK_ARGS = {
     "train_speed": ["--quick"],
     "generate": ["--layers", "1", "--d-model", "64", "--heads", "4", "--vocab", "256", "--prompt-len", "8",
                  "--new-tokens", "8", "--batches", "1", "--reps", "1"],
     "translate_speed": ["--quick"],
+    "ct2_speed": ["--quick"],
     "attention_memory": ["--quick"],
 }
 FULL_ARGS = {"generate": ["--compile"]}  # the optional torch.compile row: a minute of compiling, full runs only
 TITLES = {"machine": "Machine limits", "train_speed": "Training speed (benchmarks/train_speed.py)",
           "generate": "Generation speed (benchmarks/generate.py)",
           "translate_speed": "Translation decoding speed (benchmarks/translate_speed.py)",
+          "ct2_speed": "Against CTranslate2, fp32 and int8 (benchmarks/ct2_speed.py)",
           "attention_memory": "Attention within 4 GiB (benchmarks/attention_memory.py)"}
 # HF attention implementation -> the training speed-up over it we aim for ("HF default" = its eager code).
 TRAIN_THRESHOLDS = {"eager": 1.5, "sdpa": 1.1}
@@ -129,13 +133,22 @@ def translate_targets(report: dict | None) -> list[dict]:
                    ours[0]["speedup"] if ours else None, 2.0)]
 
 
+def ct2_targets(report: dict | None) -> list[dict]:
+    """Issue 20: our int8 at least as fast as CTranslate2 int8 on each of its four rows."""
+    rows = {r["task"]: r for r in (report or {}).get("results", [])}
+    names = ("translation, greedy", "translation, beam 4", "generation, batch 1", "generation, batch 8")
+    found = {n: next((r for task, r in rows.items() if task.startswith(n + ",")), None) for n in names}
+    return [target(f"{n}: tformer int8 / CTranslate2 int8", r["int8_ratio"] if r else None, 1.0)
+            for n, r in found.items()]
+
+
 def targets(parts: dict[str, dict]) -> list[dict]:
     """Every target row from the parts' JSON (a part missing or failed gives 'not measured' rows)."""
     def report(name: str) -> dict | None:
         return parts.get(name, {}).get("json")
 
     return (train_targets(report("train_speed")) + generate_targets(report("generate"))
-            + translate_targets(report("translate_speed")))
+            + translate_targets(report("translate_speed")) + ct2_targets(report("ct2_speed")))
 
 
 def targets_markdown(rows: list[dict]) -> str:
@@ -168,7 +181,8 @@ def readme(info: dict) -> str:
               "(\"HF default\"), 1.1x over its SDPA; MFU against the fp32 matmul rate train_speed measures "
               "just before its contenders (in its section). Generation: batch 1, "
               "against transformers' generate and against weight bytes / mat-vec bandwidth. Translation: beam "
-              "search against MarianMTModel.generate, the same weights and settings. torch.compile: one "
+              "search against MarianMTModel.generate, the same weights and settings. CTranslate2: speed (its "
+              "seconds over ours) on the same weights, int8 against int8 (issue 20). torch.compile: one "
               "generation row (`tformer compiled`, its compiling first call apart)."]
     for name in PARTS:
         part = info["parts"].get(name)

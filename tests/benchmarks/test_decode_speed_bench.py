@@ -94,7 +94,11 @@ def fake_parts(*, gpt_vs_eager: float, bound_share: float, beam_speedup: float) 
     translate = {"args": {"beam": 4}, "results": [
         {"search": "greedy", "contender": "tformer", "speedup": 9.0},
         {"search": "beam4", "contender": "tformer", "speedup": beam_speedup}]}
-    return {"train_speed": {"json": train}, "generate": {"json": generate}, "translate_speed": {"json": translate}}
+    ct2 = {"results": [{"task": "translation, greedy, sentences/s", "int8_ratio": 1.2, "fp32_ratio": 0.5},
+                       {"task": "translation, beam 4, sentences/s", "int8_ratio": 0.4, "fp32_ratio": 0.5},
+                       {"task": "generation, batch 1, tokens/s", "int8_ratio": 1.0, "fp32_ratio": 0.5}]}
+    return {"train_speed": {"json": train}, "generate": {"json": generate}, "translate_speed": {"json": translate},
+            "ct2_speed": {"json": ct2}}
 
 
 def test_targets_met_and_not_met() -> None:
@@ -107,13 +111,17 @@ def test_targets_met_and_not_met() -> None:
         "generation, batch 1: tformer / transformers": "met",  # 750 / 100
         "generation, batch 1: tformer / bandwidth bound": "met",  # 75% >= 70%
         "translation, beam 4: tformer / MarianMTModel": "not met",  # 1.9 < 2
+        "translation, greedy: tformer int8 / CTranslate2 int8": "met",  # 1.2 >= 1
+        "translation, beam 4: tformer int8 / CTranslate2 int8": "not met",  # 0.4
+        "generation, batch 1: tformer int8 / CTranslate2 int8": "met",  # 1.0, >= is met
+        "generation, batch 8: tformer int8 / CTranslate2 int8": "not measured",  # no row
     }
     measured = {r["target"]: r["measured"] for r in rows}
     assert measured["training gpt: tformer / GPT2LMHeadModel sdpa"] == pytest.approx(1.05)
     assert measured["generation, batch 1: tformer / bandwidth bound"] == pytest.approx(0.75)
     edge = bench.targets(fake_parts(gpt_vs_eager=1.5, bound_share=0.5, beam_speedup=2.0))
-    assert [r["status"] for r in edge if r["target"].startswith(("training gpt: tformer / GPT2LMHeadModel e",
-                                                                 "translation"))] == ["met", "met"]  # >= is met
+    edges = ("training gpt: tformer / GPT2LMHeadModel e", "translation, beam 4: tformer / M")
+    assert [r["status"] for r in edge if r["target"].startswith(edges)] == ["met", "met"]  # >= is met
     table = bench.targets_markdown(rows)
     assert "| 1.60x | ≥ 1.50x | met |" in table and "| 75.0% | ≥ 70.0% | met |" in table
 
@@ -122,3 +130,16 @@ def test_targets_of_missing_or_failed_parts_are_not_measured() -> None:
     rows = bench.targets({"generate": {"error": "RuntimeError: boom", "markdown": ""}})
     assert rows and all(r["status"] == "not measured" and r["measured"] is None for r in rows)
     assert "| — |" in bench.targets_markdown(rows)
+
+
+def test_ct2_speed_quick_runs_every_row_with_the_same_work_on_each_side(tmp_path: Path) -> None:
+    from benchmarks import ct2_speed
+
+    info = quiet(ct2_speed.main, ["--quick", "--threads", "1", "--out", str(tmp_path / "ct2.json")])
+    tasks = [r["task"].rsplit(",", 1)[0] for r in info["results"]]
+    assert tasks == ["translation, greedy", "translation, beam 4", "generation, batch 1", "generation, batch 8"]
+    for r in info["results"]:
+        assert r["same_lengths"], r["task"]
+        assert set(r["seconds"]) == {"tformer fp32", "tformer int8", "ct2 fp32", "ct2 int8"}
+        assert r["int8_ratio"] == pytest.approx(r["seconds"]["ct2 int8"] / r["seconds"]["tformer int8"])
+    assert json.loads((tmp_path / "ct2.json").read_text())["results"][0]["task"].startswith("translation, greedy")

@@ -19,7 +19,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top", type=options.integer(), default=1, help="print the N most likely labels of each line")
     p.add_argument("--truncate", action="store_true",
                    help="classify the first pieces of a text longer than the context (default: refuse it)")
-    shared.add_placement(p)
+    shared.add_placement(p, int8=True)
     p.set_defaults(run=cmd_classify)
 
 

@@ -38,7 +38,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=options.SEED, default=None,
                    help="makes sampling reproducible (0 .. 2**64 - 1); sample k overall uses SEED + k")
     p.add_argument("--no-stop", action="store_true", help="do not stop at the end-of-text token")
-    shared.add_placement(p)
+    shared.add_placement(p, int8=True)
     p.set_defaults(run=cmd_generate)
 
     p = sub.add_parser("score", help="log-likelihood, perplexity and bits per character of each line")
@@ -48,7 +48,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     shared.add_input(p, "sequences to score (encoder-decoder: source<TAB>target)")
     shared.add_output(p, "the table of scores")
     p.add_argument("--per-token", action="store_true", help="also print log p(x_t | x_<t) of every token")
-    shared.add_placement(p)
+    shared.add_placement(p, int8=True)
     p.set_defaults(run=cmd_score)
 
 

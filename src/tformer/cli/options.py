@@ -58,6 +58,7 @@ def integer(*, low: int = -INT64_MAX - 1, high: int = INT64_MAX) -> Callable[[st
 
 
 SEED = integer(low=0, high=2**64 - 1)  # torch.Generator.manual_seed's range
+INT8_HELP = "quantize the linear layers to int8 at load, for speed on the CPU (tformer.quant; docs/int8.md)"
 
 
 def text(value: str) -> str:
@@ -90,4 +91,4 @@ def _span(low: int, high: int) -> str:
     return f"[{low}, {high}]"
 
 
-__all__ = ["INT64_MAX", "SEED", "integer", "real", "text"]
+__all__ = ["INT64_MAX", "INT8_HELP", "SEED", "integer", "real", "text"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 
-from tformer.cli import options
+from tformer.cli import options, shared
 
 INSTALL = "tformer serve needs FastAPI and uvicorn: pip install 'tformer[serve]'"
 
@@ -22,9 +22,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--checkpoint", required=True, help="a checkpoint directory: translator, GPT or BERT classifier")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=options.integer(low=0, high=65535), default=8000, help="0: any free port")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N or mps")
-    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
-                   help="the model's floating-point type")
+    shared.add_placement(p, int8=True)
     p.add_argument("--max-chars", type=options.integer(low=1), default=2000, help="characters of one text")
     p.add_argument("--max-tokens", type=options.integer(low=1), default=None,
                    help="tokens of one text (default: the model's context)")
@@ -45,7 +43,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     limits = Limits(max_chars=args.max_chars, max_tokens=args.max_tokens, max_new_tokens=args.max_new_tokens,
                     max_batch=args.max_batch, batch_wait_ms=args.batch_wait_ms)
-    service = load_service(args.checkpoint, limits=limits, device=args.device, dtype=args.dtype)
+    service = load_service(args.checkpoint, limits=limits, **shared.placement(args))
     sock = bind(args.host, args.port)
     print(f"tformer serve: {service.kind} checkpoint {args.checkpoint} on {service.info()['device']}; listening on "
           f"{url_of(sock)} (endpoints: {', '.join('/' + e for e in service.endpoints)}; Ctrl-C stops)", flush=True)

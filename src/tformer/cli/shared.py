@@ -16,6 +16,8 @@ import argparse
 import sys
 from collections.abc import Callable, Iterable
 
+from tformer.cli import options
+
 STD = "-"
 
 
@@ -39,17 +41,21 @@ def add_output(p: argparse.ArgumentParser, what: str) -> None:
                    help=f"{what}, one a line; - for stdout (a file is written whole, atomically, at the end)")
 
 
-def add_placement(p: argparse.ArgumentParser) -> None:
-    """--device and --dtype of a command that runs a model."""
+def add_placement(p: argparse.ArgumentParser, *, int8: bool = False) -> None:
+    """--device and --dtype of a command that runs a model, and --int8 where the command can use it."""
     p.add_argument("--device", default="auto",
-                   help="where the model runs: auto (a GPU if torch sees one), cpu, cuda, cuda:N or mps")
+                   help="where the model runs: auto (a GPU if torch sees one; the CPU with --int8), cpu, cuda, "
+                        "cuda:N or mps")
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
                    help="the model's floating-point type (the half types halve memory; float16 overflows more)")
+    if int8:
+        p.add_argument("--int8", action="store_true", help=options.INT8_HELP)
 
 
-def placement(args: argparse.Namespace) -> dict[str, str]:
-    """The keyword arguments of `tasks.base.load_checkpoint` that place the model."""
-    return {"device": args.device, "dtype": args.dtype}
+def placement(args: argparse.Namespace) -> dict[str, str | None]:
+    """The keyword arguments of `tasks.base.load_checkpoint` that place (and maybe quantize) the model."""
+    quantization = "int8" if getattr(args, "int8", False) else None
+    return {"device": args.device, "dtype": args.dtype, "quantization": quantization}
 
 
 def is_std(path: str | None) -> bool:

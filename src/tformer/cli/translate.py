@@ -31,7 +31,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--truncate", action="store_true",
                    help="translate the first max_len tokens of a longer sentence (default: refuse it)")
     add_decode_args(p)
-    shared.add_placement(p)
+    shared.add_placement(p, int8=True)
     p.set_defaults(run=cmd_translate)
 
     p = sub.add_parser("evaluate", help="translate a split and print sacrebleu BLEU and chrF")
@@ -43,7 +43,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hyp-out", metavar="FILE", help="also write the translations there, one a line")
     shared.add_output(p, "the report")
     add_decode_args(p)
-    shared.add_placement(p)
+    shared.add_placement(p, int8=True)
     p.set_defaults(run=cmd_evaluate)
 
     p = sub.add_parser("demo", help="train a translator, then score it on the test split")

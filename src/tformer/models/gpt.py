@@ -41,7 +41,7 @@ class GPT(nn.Module):
         return self.lm_head(h)
 
     def new_caches(self, batch: int, max_len: int) -> list[LayerCache]:
-        p = self.lm_head.weight
+        p = next(self.parameters())  # not lm_head's: an int8 one (tformer.quant) has no weight tensor
         return self.decoder.new_caches(batch=batch, max_len=max_len, dtype=p.dtype, device=p.device)
 
 

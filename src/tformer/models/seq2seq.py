@@ -66,5 +66,5 @@ class EncoderDecoder(nn.Module):
         return self.decode(tgt, memory, src_valid)
 
     def new_caches(self, batch: int, max_len: int) -> list[LayerCache]:
-        p = self.lm_head.weight
+        p = next(self.parameters())  # not lm_head's: an int8 one (tformer.quant) has no weight tensor
         return self.decoder.new_caches(batch=batch, max_len=max_len, dtype=p.dtype, device=p.device)

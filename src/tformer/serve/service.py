@@ -99,15 +99,19 @@ class Service:
                              f"{offered} (and GET /health, /info)", status=404)
 
 
-def load_service(path: str | Path, *, limits: Limits, device: str = "auto", dtype: str = "float32") -> Service:
+def load_service(path: str | Path, *, limits: Limits, device: str = "auto", dtype: str = "float32",
+                 quantization: str | None = None) -> Service:
     """The checkpoint at `path` (any kind `tasks.base.load_checkpoint` reads: trained here or imported from
-    Hugging Face), on `device` in `dtype`, ready to serve."""
+    Hugging Face), on `device` in `dtype`, ready to serve; `quantization` ("int8") quantizes it at load, on
+    the CPU."""
     from tformer.tasks.translation import decode_config, run_recipe
 
+    if quantization is not None and device == "auto":
+        device = "cpu"
     where = resolve_device(device, what="--device", mps=True)
     config, model_class = load_config(path)
     kind = checkpoint_kind(config, model_class)
-    model, config, tokenizer = load_checkpoint(path, device=str(where), dtype=dtype)
+    model, config, tokenizer = load_checkpoint(path, device=str(where), dtype=dtype, quantization=quantization)
     decode = None
     if kind == "seq2seq":
         decode = decode_config(run_recipe(path), batch_size=limits.max_batch)

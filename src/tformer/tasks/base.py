@@ -22,6 +22,7 @@ from tformer.config import TransformerConfig, family_of
 from tformer.configio import check_choice, dump_yaml, flat_keys, parse_yaml, read_yaml, shown, to_dict
 from tformer.data.device import check_placement, device_of, place, to_device
 from tformer.models.calc import model_summary
+from tformer.quant import check_mode, quantize
 from tformer.tokenization import check_vocabulary, load_tokenizer
 from tformer.training.checkpoint import load_config, load_model, tokenizer_dir
 from tformer.training.distributed import launched_world
@@ -202,14 +203,23 @@ def check_kind(path: str | Path, command: str) -> None:
     raise ValueError(f"checkpoint {path} {held}; a {kind} checkpoint is for {use}")
 
 
-def load_checkpoint(path: str | Path, *, command: str | None = None, device: str = "cpu",
-                    dtype: str = "float32") -> tuple[nn.Module, TransformerConfig, Any]:
+def load_checkpoint(path: str | Path, *, command: str | None = None, device: str = "cpu", dtype: str = "float32",
+                    quantization: str | None = None) -> tuple[nn.Module, TransformerConfig, Any]:
     """(model in eval mode, config, tokenizer) of a checkpoint directory, trained here or imported with
     `tformer convert --from-hf`. With `command` (a key of NEEDS), a checkpoint of a kind that command does
     not take is refused first (`check_kind`). The tokenizer must make no id the model has no embedding for
     (an encoder-decoder's one tokenizer serves both sides, so it must fit the smaller vocabulary). The model
-    is placed on `device` in `dtype` (`data.device.place`; both checked before anything loads)."""
-    check_placement(device=device, dtype=dtype)
+    is placed on `device` in `dtype` (`data.device.place`). `quantization` ("int8", or None for none) is
+    applied in memory once loaded (`tformer.quant`: float32 on the CPU only); the files stay fp32. All of
+    these are checked before anything loads; device "auto" means the CPU for int8."""
+    if quantization is not None and device == "auto":
+        device = "cpu"
+    where, _ = check_placement(device=device, dtype=dtype)
+    if quantization is not None:
+        check_mode(quantization)
+        if where.type != "cpu" or dtype != "float32":
+            raise ValueError(f"--int8 runs in float32 on the CPU only (got --device {device} --dtype {dtype}); "
+                             "drop --int8, or use --device cpu --dtype float32")
     if command is not None:
         check_kind(path, command)
     model, config = load_model(path)
@@ -219,6 +229,8 @@ def load_checkpoint(path: str | Path, *, command: str | None = None, device: str
     tokenizer = load_tokenizer(path)
     shared = min(config.vocab_size, getattr(config, "src_vocab_size", None) or config.vocab_size)
     check_vocabulary(tokenizer, shared, where=f"checkpoint {path}")
+    if quantization is not None:
+        quantize(model, quantization)
     return model, config, tokenizer
 
 

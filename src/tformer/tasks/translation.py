@@ -265,10 +265,13 @@ def decode_config(recipe: TranslationRecipe | None, *, beam: int | None = None, 
 
 def evaluate_checkpoint(checkpoint: str | Path, data: DataConfig, split: str, decode: DecodeConfig, *,
                         limit: int | None = None, progress: bool = False, device: str = "cpu",
-                        dtype: str = "float32") -> tuple[Scores, list[tuple[str, str]], list[str]]:
+                        dtype: str = "float32", quantization: str | None = None,
+                        ) -> tuple[Scores, list[tuple[str, str]], list[str]]:
     """Translate a split (its first `limit` pairs) with a checkpoint and score it: (scores, pairs, hypotheses).
-    `progress`: a bar over the sentences on stderr; `device`, `dtype`: where and in what the model runs."""
-    model, _, tokenizer = load_checkpoint(checkpoint, command="evaluate", device=device, dtype=dtype)
+    `progress`: a bar over the sentences on stderr; `device`, `dtype`: where and in what the model runs;
+    `quantization`: "int8" quantizes the model once loaded."""
+    model, _, tokenizer = load_checkpoint(checkpoint, command="evaluate", device=device, dtype=dtype,
+                                          quantization=quantization)
     pairs = load_split(data, split)[:limit]
     hyps = translate(model, tokenizer, [s for s, _ in pairs], decode, truncate=True, progress=progress)
     return score_corpus(hyps, [t for _, t in pairs]), pairs, hyps
