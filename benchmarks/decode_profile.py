@@ -1,0 +1,88 @@
+"""Where one step of batch-1 greedy generation goes: torch.profiler's per-operator self time for tformer,
+against the time CTranslate2 takes for one step of the same model (issue 20, item 4).
+
+    python -m benchmarks.decode_profile [--new-tokens 64] [--reps 5] [--threads 0] [--top 15] [--out FILE]
+
+The model is `benchmarks.ct2_speed`'s GPT-2 shape (6 layers, d 512, vocabulary 8192), random, fp32; a
+32-token prompt, then --new-tokens tokens. Per step = (seconds of the whole call) / new tokens; unprofiled
+calls (tformer and CTranslate2 alternating, median of --reps) give the step times, one profiled call gives
+the split by operator. "outside the operators" is the unprofiled step less the operators' self CPU time
+(which the profiler inflates a little, so this is a lower bound): Python, the decoding loop's bookkeeping
+and the dispatcher, what a C++ loop does not pay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from benchmarks.common import alternate, write_json
+from benchmarks.ct2_speed import gpt
+from tformer.decoding import generate_greedy
+from tformer.interop.ct2 import generate_ids, load_ct2, to_ct2
+
+CPU = torch.device("cpu")
+
+
+def op_table(prof: profile, steps: int, top: int) -> list[dict]:
+    """The `top` operators by self CPU time: microseconds per decoding step, calls per step, share."""
+    events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
+    total = sum(e.self_cpu_time_total for e in events)
+    events.sort(key=lambda e: e.self_cpu_time_total, reverse=True)
+    return [{"op": e.key, "us_per_step": e.self_cpu_time_total / steps, "calls_per_step": e.count / steps,
+             "share": e.self_cpu_time_total / total} for e in events[:top]]
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--new-tokens", type=int, default=64)
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--threads", type=int, default=0, help="torch's and CTranslate2's threads (0: torch's count)")
+    p.add_argument("--top", type=int, default=15)
+    p.add_argument("--small", action="store_true", help="a tiny model (the tests)")
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    threads = torch.get_num_threads()
+    model = gpt(args.small)
+    prompt = torch.randint(4, model.config.vocab_size, (1, 32), generator=torch.Generator().manual_seed(1)).tolist()
+    n = args.new_tokens
+    with tempfile.TemporaryDirectory() as tmp:
+        to_ct2(model, Path(tmp) / "gpt")
+        engine = load_ct2(Path(tmp) / "gpt", threads=threads)
+        calls = {"tformer": lambda: generate_greedy(model, prompt, max_new_tokens=n),
+                 "ct2": lambda: generate_ids(engine, prompt, max_new_tokens=n)}
+        for fn in calls.values():
+            fn()  # warm-up
+        step_us = {k: statistics.median(v) / n * 1e6 for k, v in alternate(calls, CPU, args.reps).items()}
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        started = time.perf_counter()
+        calls["tformer"]()
+        profiled_us = (time.perf_counter() - started) / n * 1e6
+    ops = op_table(prof, n, args.top)
+    in_ops = sum(e.self_cpu_time_total for e in prof.key_averages()) / n
+    print(f"one step of batch-1 greedy generation, {threads} threads: tformer {step_us['tformer']:.0f} us, "
+          f"CTranslate2 {step_us['ct2']:.0f} us ({step_us['tformer'] / step_us['ct2']:.2f}x)")
+    outside = max(0.0, step_us["tformer"] - in_ops)
+    print(f"tformer's step: operators {in_ops:.0f} us (self CPU time, profiled), outside the operators at least "
+          f"{outside:.0f} us ({outside / step_us['tformer']:.0%}); the profiled step took {profiled_us:.0f} us\n")
+    print("| operator | us per step | calls per step | share of operator time |")
+    print("|---|---:|---:|---:|")
+    for row in ops:
+        print(f"| {row['op']} | {row['us_per_step']:.0f} | {row['calls_per_step']:.1f} | {row['share']:.1%} |")
+    result = {"threads": threads, "new_tokens": n, "step_us": step_us, "profiled_step_us": profiled_us,
+              "operators_us": in_ops, "outside_operators_us": outside, "ops": ops}
+    if args.out:
+        write_json(args.out, result)
+    return result
+
+
+if __name__ == "__main__":
+    main()
