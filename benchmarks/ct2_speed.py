@@ -57,6 +57,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gen-new-tokens", type=int, default=64, help="tokens of every generated continuation")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--device", default="cpu", choices=["cpu"],
+                   help="both engines on the CPU (`make bench` passes its device to every part)")
     p.add_argument("--small", action="store_true", help=argparse.SUPPRESS)  # --quick's tiny models
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--quick", action="store_true", help="tiny sizes, one repetition: a smoke test")

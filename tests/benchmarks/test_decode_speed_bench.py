@@ -135,7 +135,7 @@ def test_targets_of_missing_or_failed_parts_are_not_measured() -> None:
 def test_ct2_speed_quick_runs_every_row_with_the_same_work_on_each_side(tmp_path: Path) -> None:
     from benchmarks import ct2_speed
 
-    info = quiet(ct2_speed.main, ["--quick", "--threads", "1", "--out", str(tmp_path / "ct2.json")])
+    info = quiet(ct2_speed.main, ["--device", "cpu", "--quick", "--threads", "1", "--out", str(tmp_path / "ct2.json")])
     tasks = [r["task"].rsplit(",", 1)[0] for r in info["results"]]
     assert tasks == ["translation, greedy", "translation, beam 4", "generation, batch 1", "generation, batch 8"]
     for r in info["results"]:
