@@ -1,10 +1,14 @@
-"""Where one step of batch-1 greedy generation goes: torch.profiler's per-operator self time for tformer,
-against the time CTranslate2 takes for one step of the same model (issue 20, item 4).
+"""Where one decoding step goes: torch.profiler's per-operator self time for tformer, against the time
+CTranslate2 takes for one step of the same model (issue 20, item 4).
 
-    python -m benchmarks.decode_profile [--new-tokens 64] [--reps 5] [--threads 0] [--top 15] [--out FILE]
+    python -m benchmarks.decode_profile [--task generate|beam] [--new-tokens 64] [--reps 5] [--threads 0]
+        [--top 15] [--out FILE]
 
-The model is `benchmarks.ct2_speed`'s GPT-2 shape (6 layers, d 512, vocabulary 8192), random, fp32; a
-32-token prompt, then --new-tokens tokens. Per step = (seconds of the whole call) / new tokens; unprofiled
+--task generate (batch-1 greedy generation): `benchmarks.ct2_speed`'s GPT-2 shape (6 layers, d 512,
+vocabulary 8192), random, fp32; a 32-token prompt, then --new-tokens tokens. --task beam (beam-4
+translation): `ct2_speed`'s demo-shaped translator, one batch of 64 sources of 20 to 40 tokens, every
+sentence --new-tokens long (ct2_speed's end-symbol bias), so a step decodes 256 rows. Per step = (seconds of
+the whole call) / new tokens; unprofiled
 calls (tformer and CTranslate2 alternating, median of --reps) give the step times, one profiled call gives
 the split by operator. "outside the operators" is the unprofiled step less the operators' self CPU time
 (which the profiler inflates a little, so this is a lower bound): Python, the decoding loop's bookkeeping
@@ -23,9 +27,10 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from benchmarks.common import alternate, write_json
-from benchmarks.ct2_speed import gpt
+from benchmarks.ct2_parity import ours
+from benchmarks.ct2_speed import gpt, translator
 from tformer.decoding import generate_greedy
-from tformer.interop.ct2 import generate_ids, load_ct2, to_ct2
+from tformer.interop.ct2 import generate_ids, load_ct2, to_ct2, translate_ids
 
 CPU = torch.device("cpu")
 
@@ -41,6 +46,7 @@ def op_table(prof: profile, steps: int, top: int) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--task", choices=["generate", "beam"], default="generate")
     p.add_argument("--new-tokens", type=int, default=64)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--threads", type=int, default=0, help="torch's and CTranslate2's threads (0: torch's count)")
@@ -51,14 +57,25 @@ def main(argv: list[str] | None = None) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     threads = torch.get_num_threads()
-    model = gpt(args.small)
-    prompt = torch.randint(4, model.config.vocab_size, (1, 32), generator=torch.Generator().manual_seed(1)).tolist()
+    gen = torch.Generator().manual_seed(1)
     n = args.new_tokens
     with tempfile.TemporaryDirectory() as tmp:
-        to_ct2(model, Path(tmp) / "gpt")
-        engine = load_ct2(Path(tmp) / "gpt", threads=threads)
-        calls = {"tformer": lambda: generate_greedy(model, prompt, max_new_tokens=n),
-                 "ct2": lambda: generate_ids(engine, prompt, max_new_tokens=n)}
+        if args.task == "generate":
+            model = gpt(args.small)
+            prompt = torch.randint(4, model.config.vocab_size, (1, 32), generator=gen).tolist()
+            to_ct2(model, Path(tmp) / "gpt")
+            engine = load_ct2(Path(tmp) / "gpt", threads=threads)
+            calls = {"tformer": lambda: generate_greedy(model, prompt, max_new_tokens=n),
+                     "ct2": lambda: generate_ids(engine, prompt, max_new_tokens=n)}
+        else:
+            model = translator(args.small)
+            sources = [torch.randint(4, model.config.vocab_size, (int(k),), generator=gen).tolist()
+                       for k in torch.randint(20, 41, (64,), generator=gen)]
+            to_ct2(model, Path(tmp) / "translator")
+            engine = load_ct2(Path(tmp) / "translator", threads=threads)
+            limits = dict(max_len_a=0.0, max_len_b=n, lenpen=1.0)
+            calls = {"tformer": lambda: ours(model, sources, beam=4, batch_size=64, **limits),
+                     "ct2": lambda: translate_ids(engine, sources, beam=4, batch_size=64, **limits)}
         for fn in calls.values():
             fn()  # warm-up
         step_us = {k: statistics.median(v) / n * 1e6 for k, v in alternate(calls, CPU, args.reps).items()}
@@ -68,7 +85,8 @@ def main(argv: list[str] | None = None) -> dict:
         profiled_us = (time.perf_counter() - started) / n * 1e6
     ops = op_table(prof, n, args.top)
     in_ops = sum(e.self_cpu_time_total for e in prof.key_averages()) / n
-    print(f"one step of batch-1 greedy generation, {threads} threads: tformer {step_us['tformer']:.0f} us, "
+    what = "batch-1 greedy generation" if args.task == "generate" else "beam-4 translation, 64 sentences"
+    print(f"one step of {what}, {threads} threads: tformer {step_us['tformer']:.0f} us, "
           f"CTranslate2 {step_us['ct2']:.0f} us ({step_us['tformer'] / step_us['ct2']:.2f}x)")
     outside = max(0.0, step_us["tformer"] - in_ops)
     print(f"tformer's step: operators {in_ops:.0f} us (self CPU time, profiled), outside the operators at least "
@@ -77,8 +95,8 @@ def main(argv: list[str] | None = None) -> dict:
     print("|---|---:|---:|---:|")
     for row in ops:
         print(f"| {row['op']} | {row['us_per_step']:.0f} | {row['calls_per_step']:.1f} | {row['share']:.1%} |")
-    result = {"threads": threads, "new_tokens": n, "step_us": step_us, "profiled_step_us": profiled_us,
-              "operators_us": in_ops, "outside_operators_us": outside, "ops": ops}
+    result = {"task": args.task, "threads": threads, "new_tokens": n, "step_us": step_us,
+              "profiled_step_us": profiled_us, "operators_us": in_ops, "outside_operators_us": outside, "ops": ops}
     if args.out:
         write_json(args.out, result)
     return result

@@ -175,3 +175,29 @@ def test_decoding_layout_keeps_values_and_is_undone() -> None:
     generate(model, PROMPTS, max_new_tokens=3)
     assert all(p.is_contiguous() and not p.is_inference() for p in model.parameters())
     model(torch.tensor([PROMPTS[0]])).sum().backward()  # still trainable after generating
+
+
+def test_decoding_layout_copies_once_and_follows_changes() -> None:
+    """The column-major copies are reused by the next call (no copy), and remade when a weight changes in
+    place (an optimizer step) or is replaced (a dtype round trip)."""
+    from tformer.decoding.layout import decoding_layout
+
+    model = tiny_model("learned")
+    weight = next(m.weight for m in model.modules() if isinstance(m, nn.Linear))
+    with decoding_layout(model):
+        first = weight.data_ptr()
+    row_major = weight.data_ptr()
+    with decoding_layout(model):
+        assert weight.data_ptr() == first  # the same copy: nothing was made
+    assert weight.data_ptr() == row_major  # the same original: nothing was copied back
+    with torch.no_grad():
+        weight.add_(1.0)
+    expected = weight.detach().clone()
+    with decoding_layout(model):
+        assert torch.equal(weight, expected)  # remade after the in-place change
+    model.half().float()  # new data, perhaps at a freed address, with the version unchanged
+    expected = weight.detach().clone()
+    with decoding_layout(model):
+        assert torch.equal(weight, expected) and not weight.is_contiguous()
+    generate(model, PROMPTS, max_new_tokens=3)
+    assert all(p.is_contiguous() for p in model.parameters())
