@@ -1,9 +1,13 @@
 """The honest baseline: Hugging Face `MarianMTModel` of our run's sizes, trained from scratch as a user
 would, on the same job for the same time; both scored side by side.
 
-    python -m benchmarks.translate_baseline --run runs/demo [--minutes M] [--limit N] [--out-dir DIR]
+    python -m benchmarks.translate_baseline --run runs/demo [--batches recipe|user] [--minutes M] [--limit N]
+        [--out-dir DIR]
 
-The same: the data and batches (`TranslationTask` from RUN/recipe.yaml: seed, order, accum_steps), the
+The same: the data and, with --batches recipe (the default), the batches (`TranslationTask` from
+RUN/recipe.yaml: seed, order, token budget, length curriculum, accum_steps); with --batches user, the batches
+a transformers user writes instead (`user_batches`: the training pairs shuffled every epoch, 32 sentences a
+batch padded to its longest, as `DataCollatorForSeq2Seq` pads them; no token budget, no curriculum). The
 tokenizer (RUN/best/tokenizer, else RUN/last's), the sizes and shape (`marian_config`: width, layers, heads,
 feed-forward, vocabulary, special ids, sqrt(d)-scaled sinusoidal embeddings shared by encoder,
 decoder and output, the recipe's dropouts), label smoothing (torch's convention, as ours), clipping at 1.0,
@@ -46,7 +50,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from tformer.config import Seq2SeqConfig
-from tformer.data.batching import Batch
+from tformer.data.batching import Batch, collate
 from tformer.data.device import resolve_device, to_device
 from tformer.evaluation import score_corpus
 from tformer.interop.common import ACTIVATIONS_TO_HF
@@ -120,6 +124,21 @@ def endless(task: TranslationTask) -> Iterator[Batch]:
         yield from task.batches(epoch)
 
 
+USER_BATCH = 32  # sentences a batch: the common choice for a model of this size on one device
+
+
+def user_batches(task: TranslationTask, *, seed: int, size: int = USER_BATCH) -> Iterator[Batch]:
+    """The batches of a plain user's loop: each epoch a new shuffle of the training pairs, cut into batches
+    of `size` sentences, each padded to its longest sentence."""
+    generator = torch.Generator().manual_seed(seed)
+    examples, tok = task.train_examples, task.tokenizer
+    for _ in itertools.count():
+        order = torch.randperm(len(examples), generator=generator).tolist()
+        for start in range(0, len(order), size):
+            yield collate([examples[i] for i in order[start : start + size]], pad_id=tok.pad_id,
+                          bos_id=tok.bos_id, eos_id=tok.eos_id)
+
+
 def token_loss_sum(model: nn.Module, batch: Batch, *, pad_id: int, smoothing: float) -> Tensor:
     logits = model(input_ids=batch.src, attention_mask=batch.src != pad_id, decoder_input_ids=batch.tgt_in).logits
     return F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=pad_id,
@@ -127,7 +146,8 @@ def token_loss_sum(model: nn.Module, batch: Batch, *, pad_id: int, smoothing: fl
 
 
 def train_marian(model: nn.Module, task: TranslationTask, recipe: TranslationRecipe, *, minutes: float,
-                 max_steps: int | None, device: torch.device, progress: bool = True) -> dict[str, Any]:
+                 max_steps: int | None, device: torch.device, batching: str = "recipe",
+                 progress: bool = True) -> dict[str, Any]:
     """A plain loop: AdamW, the linear schedule, clipping, until `minutes` of training or `max_steps`.
     Returns steps, seconds, the median target tokens/s and [step, loss] at every log_every steps."""
     train, pad = recipe.train, task.tokenizer.pad_id
@@ -140,7 +160,8 @@ def train_marian(model: nn.Module, task: TranslationTask, recipe: TranslationRec
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup_decay(train.schedule.warmup,
                                                                                  progress_at))
-    batches, tokens, window_start, curve, rates = endless(task), 0, start, [], []
+    batches = endless(task) if batching == "recipe" else user_batches(task, seed=train.seed)
+    tokens, window_start, curve, rates = 0, start, [], []
     bar = tqdm(disable=not progress, unit="step", dynamic_ncols=True)
     model.train()
     for step in itertools.count(1):
@@ -204,7 +225,7 @@ def read_metrics(run: Path) -> list[dict[str, Any]]:
 
 
 def compare(run: Path, *, minutes: float | None = None, max_steps: int | None = None, limit: int | None = None,
-            out_dir: Path | None = None, progress: bool = True) -> dict[str, Any]:
+            out_dir: Path | None = None, batching: str = "recipe", progress: bool = True) -> dict[str, Any]:
     """Score RUN's checkpoint, train and score Marian on RUN's job, write OUT_DIR/comparison.json."""
     from transformers import MarianMTModel
 
@@ -218,7 +239,8 @@ def compare(run: Path, *, minutes: float | None = None, max_steps: int | None = 
     minutes = recipe.train.time_budget_min if minutes is None else minutes
     if minutes is None or not minutes > 0:
         raise ValueError("the recipe has no train.time_budget_min; pass --minutes (a positive number)")
-    out_dir = Path(out_dir) if out_dir else run.resolve().parent / f"{run.resolve().name}-marian"
+    suffix = "marian" if batching == "recipe" else f"marian-{batching}"
+    out_dir = Path(out_dir) if out_dir else run.resolve().parent / f"{run.resolve().name}-{suffix}"
     tokenizer, device = BPETokenizer.load(directory), resolve_device(recipe.train.device)
     config = model_config(recipe, tokenizer)
     ours, pairs, _ = evaluate_checkpoint(checkpoint, recipe.data, "test", recipe.decode, limit=limit)
@@ -227,7 +249,7 @@ def compare(run: Path, *, minutes: float | None = None, max_steps: int | None = 
     task = TranslationTask(recipe, tokenizer)
     model = MarianMTModel(marian_config(config)).to(device)
     trained = train_marian(model, task, recipe, minutes=minutes, max_steps=max_steps, device=device,
-                           progress=progress)
+                           batching=batching, progress=progress)
     hyps = marian_translate(model.eval(), tokenizer, [s for s, _ in pairs], recipe.decode, max_len=config.max_len)
     theirs = score_corpus(hyps, [t for _, t in pairs])
     model.save_pretrained(out_dir / "model")
@@ -235,6 +257,7 @@ def compare(run: Path, *, minutes: float | None = None, max_steps: int | None = 
     result = {
         "run": str(run), "checkpoint": str(checkpoint), "out_dir": str(out_dir), "split": "test",
         "sentences": len(pairs), "decode": vars(recipe.decode), "minutes": minutes, "max_steps": max_steps,
+        "batches": batching,
         "models": [
             {"model": "tformer", "parameters": n_trainable(build_model(config)),
              "steps": max(r["step"] for r in records if "step" in r),
@@ -251,8 +274,9 @@ def compare(run: Path, *, minutes: float | None = None, max_steps: int | None = 
 
 def markdown_table(result: dict[str, Any]) -> str:
     ratio = result["bleu_ratio"]
+    batches = "batches" if result["batches"] == "recipe" else "(Marian: a user's batches of 32 shuffled sentences)"
     lines = [f"test split, {result['sentences']} sentences, beam {result['decode']['beam']}; same data, "
-             f"batches, tokenizer, sizes and machine; {result['minutes']:g} min budget", "",
+             f"{batches}, tokenizer, sizes and machine; {result['minutes']:g} min budget", "",
              "| model | trainable parameters | steps | target tok/s | test BLEU | chrF |",
              "|---|---:|---:|---:|---:|---:|"]
     for m in result["models"]:
@@ -269,13 +293,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=None,
                         help="Marian's training time (default: the recipe's train.time_budget_min)")
     parser.add_argument("--max-steps", type=int, default=None, help="also stop after N steps (tests)")
+    parser.add_argument("--batches", choices=["recipe", "user"], default="recipe",
+                        help="Marian's batches: the recipe's (default) or a plain user's (32 shuffled sentences)")
     parser.add_argument("--limit", type=int, default=None, help="score only the first N test sentences")
     parser.add_argument("--out-dir", type=Path, default=None, help="default: RUN/../<run name>-marian")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     try:
         result = compare(args.run, minutes=args.minutes, max_steps=args.max_steps, limit=args.limit,
-                         out_dir=args.out_dir, progress=not args.no_progress)
+                         out_dir=args.out_dir, batching=args.batches, progress=not args.no_progress)
     except ValueError as e:
         print(f"translate_baseline: error: {str(e).strip().splitlines()[0]}", file=sys.stderr)
         return 2

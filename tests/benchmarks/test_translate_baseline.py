@@ -108,6 +108,30 @@ def test_script_trains_marian_and_compares(tmp_path, capsys) -> None:  # noqa: A
     assert (saved.pad_token_id, saved.eos_token_id, saved.decoder_start_token_id) == (c.pad_id, c.eos_id,
                                                                                      c.decoder_start_id)
 
+    assert baseline.main([*args[:2], "--batches", "user", "--max-steps", "10", "--limit", "2", "--no-progress"]) == 0
+    assert "a user's batches of 32 shuffled sentences" in capsys.readouterr().out
+    user = json.loads((tmp_path / "run-marian-user" / "comparison.json").read_text())
+    assert user["batches"] == "user" and user["models"][1]["steps"] == 10 and result["batches"] == "recipe"
+
+
+def test_user_batches_shuffle_every_epoch_and_pad_to_the_longest() -> None:
+    """--batches user: 32 sentences a batch in a new random order each epoch, every pair once an epoch."""
+    rng = random.Random(0)
+    examples = [([4 + i] * rng.randint(1, 9), [5 + i] * rng.randint(1, 9)) for i in range(70)]
+    tok = type("Tok", (), {"pad_id": 0, "bos_id": 1, "eos_id": 2})()
+    task = type("Task", (), {"train_examples": examples, "tokenizer": tok})()
+    stream = baseline.user_batches(task, seed=3)
+    epochs = [[next(stream) for _ in range(3)] for _ in range(2)]  # 32 + 32 + 6 sentences an epoch
+    for batches in epochs:
+        assert [len(b) for b in batches] == [32, 32, 6]
+        firsts = sorted(int(row[0]) - 4 for b in batches for row in b.src)
+        assert firsts == list(range(70))  # every pair once
+        for b in batches:
+            assert b.src.shape[1] == max(int((row != 0).sum()) for row in b.src)  # padded to its longest
+            assert (b.tgt_in[:, 0] == 1).all() and b.n_target_tokens == int((b.tgt_out != 0).sum())
+    orders = [[int(row[0]) for b in batches for row in b.src] for batches in epochs]
+    assert orders[0] != orders[1] and orders[0] != sorted(orders[0])  # shuffled, and anew each epoch
+
 
 class Digits:  # ids as text: "5 6 7" <-> [5, 6, 7]
     pad_id, eos_id = 0, 2
