@@ -155,6 +155,12 @@ def worker(args: argparse.Namespace) -> None:
     print(json.dumps({"seconds": times, "lengths": lengths}))
 
 
+def worker_argv(args: argparse.Namespace, threads: int) -> list[str]:
+    """The options that give a worker the parent's workload and threads."""
+    return ([f"--{k.replace('_', '-')}={getattr(args, k)}" for k in WORKLOAD] + [f"--threads={threads}"]
+            + (["--small"] if args.small else []))
+
+
 def in_process(task: str, contender: str, directory: Path, argv: list[str]) -> dict:
     """Run `worker` in a fresh Python process; its JSON result."""
     command = [sys.executable, "-m", "benchmarks.ct2_speed", *argv, "--worker", task, contender, str(directory)]
@@ -188,8 +194,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.worker:
         worker(args)
         return {}
-    worker_argv = [f"--{k.replace('_', '-')}={getattr(args, k)}" for k in WORKLOAD] + [f"--threads={threads}"]
-    worker_argv += ["--small"] if args.small else []
+    argv = worker_argv(args, threads)
     rows = []
     print("| task | tformer fp32 | CTranslate2 fp32 | ratio | tformer int8 | CTranslate2 int8 | ratio |")
     print("|---|---:|---:|---:|---:|---:|---:|")
@@ -197,7 +202,7 @@ def main(argv: list[str] | None = None) -> dict:
         for name, model in (("translator", translator(args.small)), ("gpt", gpt(args.small))):
             for q in ("fp32", "int8"):
                 to_ct2(model, Path(tmp) / f"{name}-{q}", quantization=None if q == "fp32" else "int8")
-        rows = [timed_row(task, Path(tmp), worker_argv, args) for task in TASKS]
+        rows = [timed_row(task, Path(tmp), argv, args) for task in TASKS]
     print(f"\nratio: CTranslate2's seconds over tformer's (> 1: tformer faster); {threads} threads each, each "
           "contender in a process of its own; random weights of the demo translator's and a GPT-2 shape; same "
           f"output lengths on every side: {all(r['same_lengths'] for r in rows)}")

@@ -8,9 +8,10 @@ CTranslate2 takes for one step of the same model (issue 20, item 4).
 vocabulary 8192), random, fp32; a 32-token prompt, then --new-tokens tokens. --task beam (beam-4
 translation): `ct2_speed`'s demo-shaped translator, one batch of 64 sources of 20 to 40 tokens, every
 sentence --new-tokens long (ct2_speed's end-symbol bias), so a step decodes 256 rows. Per step = (seconds of
-the whole call) / new tokens; unprofiled
-calls (tformer and CTranslate2 alternating, median of --reps) give the step times, one profiled call gives
-the split by operator. "outside the operators" is the unprofiled step less the operators' self CPU time
+the whole call) / new tokens. One profiled call in this process, before CTranslate2 has run in it; then
+the step times, each engine timed in a process of its own (`ct2_speed.in_process`: a warm-up call, then
+--reps calls, the median), as an engine that has run in a process slows the other there. "outside the
+operators" is the unprofiled step less the operators' self CPU time
 (which the profiler inflates a little, so this is a lower bound): Python, the decoding loop's bookkeeping
 and the dispatcher, what a C++ loop does not pay.
 """
@@ -26,13 +27,9 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from benchmarks.common import alternate, write_json
-from benchmarks.ct2_parity import ours
-from benchmarks.ct2_speed import gpt, translator
-from tformer.decoding import generate_greedy
-from tformer.interop.ct2 import generate_ids, load_ct2, to_ct2, translate_ids
-
-CPU = torch.device("cpu")
+from benchmarks.common import write_json
+from benchmarks.ct2_speed import contender_call, in_process, worker_argv, workload
+from tformer.interop.ct2 import to_ct2
 
 
 def op_table(prof: profile, steps: int, top: int) -> list[dict]:
@@ -57,32 +54,22 @@ def main(argv: list[str] | None = None) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     threads = torch.get_num_threads()
-    gen = torch.Generator().manual_seed(1)
     n = args.new_tokens
-    with tempfile.TemporaryDirectory() as tmp:
-        if args.task == "generate":
-            model = gpt(args.small)
-            prompt = torch.randint(4, model.config.vocab_size, (1, 32), generator=gen).tolist()
-            to_ct2(model, Path(tmp) / "gpt")
-            engine = load_ct2(Path(tmp) / "gpt", threads=threads)
-            calls = {"tformer": lambda: generate_greedy(model, prompt, max_new_tokens=n),
-                     "ct2": lambda: generate_ids(engine, prompt, max_new_tokens=n)}
-        else:
-            model = translator(args.small)
-            sources = [torch.randint(4, model.config.vocab_size, (int(k),), generator=gen).tolist()
-                       for k in torch.randint(20, 41, (64,), generator=gen)]
-            to_ct2(model, Path(tmp) / "translator")
-            engine = load_ct2(Path(tmp) / "translator", threads=threads)
-            limits = dict(max_len_a=0.0, max_len_b=n, lenpen=1.0)
-            calls = {"tformer": lambda: ours(model, sources, beam=4, batch_size=64, **limits),
-                     "ct2": lambda: translate_ids(engine, sources, beam=4, batch_size=64, **limits)}
-        for fn in calls.values():
-            fn()  # warm-up
-        step_us = {k: statistics.median(v) / n * 1e6 for k, v in alternate(calls, CPU, args.reps).items()}
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    task = "gen1" if args.task == "generate" else "beam"
+    work = argparse.Namespace(sentences=64, batch=64, src_len=40, new_tokens=n, gen_new_tokens=n, calls=args.reps,
+                              small=args.small)
+    fn = contender_call(task, "tformer fp32", Path(), work, threads)
+    fn()  # warm-up
+    with profile(activities=[ProfilerActivity.CPU]) as prof:  # before CTranslate2 has run in this process
         started = time.perf_counter()
-        calls["tformer"]()
+        fn()
         profiled_us = (time.perf_counter() - started) / n * 1e6
+    with tempfile.TemporaryDirectory() as tmp:  # unprofiled step times, each engine in a process of its own
+        model, _ = workload(task, work)
+        to_ct2(model, Path(tmp) / f"{'gpt' if task == 'gen1' else 'translator'}-fp32")
+        argv = worker_argv(work, threads)
+        step_us = {engine: statistics.median(in_process(task, f"{engine} fp32", Path(tmp), argv)["seconds"]) / n * 1e6
+                   for engine in ("tformer", "ct2")}
     ops = op_table(prof, n, args.top)
     in_ops = sum(e.self_cpu_time_total for e in prof.key_averages()) / n
     what = "batch-1 greedy generation" if args.task == "generate" else "beam-4 translation, 64 sentences"

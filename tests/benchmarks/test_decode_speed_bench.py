@@ -111,6 +111,10 @@ def test_targets_met_and_not_met() -> None:
         "generation, batch 1: tformer / transformers": "met",  # 750 / 100
         "generation, batch 1: tformer / bandwidth bound": "met",  # 75% >= 70%
         "translation, beam 4: tformer / MarianMTModel": "not met",  # 1.9 < 2
+        "translation, greedy: tformer fp32 / CTranslate2 fp32": "not met",  # 0.5
+        "translation, beam 4: tformer fp32 / CTranslate2 fp32": "not met",
+        "generation, batch 1: tformer fp32 / CTranslate2 fp32": "not met",
+        "generation, batch 8: tformer fp32 / CTranslate2 fp32": "not measured",
         "translation, greedy: tformer int8 / CTranslate2 int8": "met",  # 1.2 >= 1
         "translation, beam 4: tformer int8 / CTranslate2 int8": "not met",  # 0.4
         "generation, batch 1: tformer int8 / CTranslate2 int8": "met",  # 1.0, >= is met
