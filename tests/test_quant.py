@@ -171,7 +171,11 @@ def test_serve_quantizes_at_load(checkpoints: dict[str, Path], monkeypatch: pyte
     monkeypatch.setattr("tformer.quant.MIN_WEIGHTS", 0)
     service = load_service(checkpoints["gpt"], limits=Limits(), device="cpu", quantization="int8")
     assert count_int8(service.model) > 0
-    assert count_int8(load_service(checkpoints["gpt"], limits=Limits(), device="cpu").model) == 0
+    plain = load_service(checkpoints["gpt"], limits=Limits(), device="cpu")
+    assert count_int8(plain.model) == 0
+    info, plain_info = service.info(), plain.info()  # /info says how the model was loaded, and counts it whole
+    assert (info["quantization"], info["dtype"], plain_info["quantization"]) == ("int8", "float32", None)
+    assert info["sizes"]["parameters"] == plain_info["sizes"]["parameters"] > 0
 
 
 @pytest.mark.parametrize("command", [["serve"], ["generate", "--prompt", "In"], ["score", "-i", "-"]])

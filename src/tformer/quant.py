@@ -43,6 +43,8 @@ class Int8Linear(nn.Module):
     def __init__(self, linear: nn.Linear) -> None:
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.has_bias = linear.bias is not None
+        self.shares_weight = False  # set by `quantize` when the fp32 weight stays in the model (a tied output)
         w = linear.weight.detach().float()  # (N, K)
         scale = (w.abs().amax(dim=1) / 127).clamp(min=1e-12).double()  # (N,) symmetric: zero point 0
         bias = None if linear.bias is None else linear.bias.detach().float().clone()
@@ -54,6 +56,12 @@ class Int8Linear(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         # reduce_range: 7-bit activations, which FBGEMM needs on CPUs without VNNI to avoid overflow
         return torch.ops.quantized.linear_dynamic(x, self.packed, True)
+
+    def numel(self) -> int:
+        """The trained numbers it adds to the model, as the nn.Linear it replaced counted them (they are packed,
+        not parameters); a weight tied to one the model still holds counts there, not here."""
+        weights = 0 if self.shares_weight else self.in_features * self.out_features
+        return weights + (self.out_features if self.has_bias else 0)
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, int8 per channel"
@@ -80,10 +88,15 @@ def quantize(model: nn.Module, mode: str = "int8", *, min_weights: int | None = 
                          f"{', '.join(sorted(str(d).removeprefix('torch.') for d in dtypes))}")
     min_weights = MIN_WEIGHTS if min_weights is None else min_weights
     targets = [(name, m) for name, m in model.named_modules() if quantizable(name, m, min_weights)]
+    made = []
     for name, linear in targets:
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, child, Int8Linear(linear))
+        made.append((Int8Linear(linear), id(linear.weight)))
+        setattr(parent, child, made[-1][0])
+    kept = {id(p) for p in model.parameters()}  # e.g. the embedding a quantized output layer was tied to
+    for layer, weight in made:
+        layer.shares_weight = weight in kept
     return model.eval()
 
 

@@ -27,6 +27,7 @@ from torch import nn
 
 from tformer.config import TransformerConfig, family_of
 from tformer.data.device import resolve_device
+from tformer.quant import Int8Linear
 from tformer.serve.limits import Limits
 from tformer.tasks.base import checkpoint_kind, load_checkpoint
 from tformer.training.checkpoint import load_config
@@ -67,6 +68,8 @@ class Service:
     limits: Limits
     decode: Any = None  # the translator's DecodeConfig (its run's recipe.yaml, else the defaults)
     endpoints: tuple[str, ...] = ()  # what it serves: ENDPOINTS[kind], and "attention" where attention is exact
+    dtype: str = "float32"  # what the weights were loaded as
+    quantization: str | None = None  # "int8": linear layers quantized at load (tformer.quant)
 
     def text_limit(self, room: int = 0) -> int:
         """Tokens one text may have: the server's --max-tokens, at most the model's context less `room`."""
@@ -79,7 +82,8 @@ class Service:
         sizes = {name: getattr(c, name) for name in ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len")}
         if getattr(c, "n_decoder_layers", None) is not None:
             sizes["n_decoder_layers"] = c.n_decoder_layers
-        sizes["parameters"] = sum(p.numel() for p in self.model.parameters())
+        packed = sum(m.numel() for m in self.model.modules() if isinstance(m, Int8Linear))  # int8 layers
+        sizes["parameters"] = sum(p.numel() for p in self.model.parameters()) + packed
         extra: dict[str, Any] = {}
         if self.kind == "seq2seq":
             extra["decode"] = {k: v for k, v in vars(self.decode).items() if k != "batch_size"}
@@ -87,6 +91,7 @@ class Service:
             extra["labels"] = label_names(c)
         return {"checkpoint": self.path, "family": family_of(c), "kind": self.kind, "model": type(self.model).__name__,
                 "attention": c.attention.kind, "device": str(next(self.model.parameters()).device),
+                "dtype": self.dtype, "quantization": self.quantization,
                 "sizes": sizes, "endpoints": list(self.endpoints), "limits": dataclasses.asdict(self.limits),
                 "max_beam": MAX_BEAM, **extra}
 
@@ -116,7 +121,8 @@ def load_service(path: str | Path, *, limits: Limits, device: str = "auto", dtyp
     if kind == "seq2seq":
         decode = decode_config(run_recipe(path), batch_size=limits.max_batch)
     return Service(path=str(path), model=model.to(where).eval(), config=config, tokenizer=tokenizer, kind=kind,
-                   limits=limits, decode=decode, endpoints=ENDPOINTS[kind] + (("attention",) if exact(model) else ()))
+                   limits=limits, decode=decode, endpoints=ENDPOINTS[kind] + (("attention",) if exact(model) else ()),
+                   dtype=dtype, quantization=quantization)
 
 
 def exact(model: nn.Module) -> bool:
