@@ -178,8 +178,8 @@ def timed_row(task: str, directory: Path, argv: list[str], args: argparse.Namesp
             result = in_process(task, contender, directory, argv)
             seconds_of[contender] += result["seconds"]
             lengths[contender] = tuple(result["lengths"])
-    model, kw = workload(task, args)
-    work = len(kw["sources"]) if "sources" in kw else len(kw["prompts"]) * kw["max_new_tokens"]
+    work = {"greedy": args.sentences, "beam": args.sentences, "gen1": args.gen_new_tokens,
+            "gen8": 8 * args.gen_new_tokens}[task]  # sentences, or tokens generated
     medians = {k: statistics.median(v) for k, v in seconds_of.items()}
     out = row(NAMES[task], medians, work, NAMES[task].split(", ")[-1])
     out["same_lengths"] = len(set(lengths.values())) == 1

@@ -88,14 +88,15 @@ def quantize(model: nn.Module, mode: str = "int8", *, min_weights: int | None = 
                          f"{', '.join(sorted(str(d).removeprefix('torch.') for d in dtypes))}")
     min_weights = MIN_WEIGHTS if min_weights is None else min_weights
     targets = [(name, m) for name, m in model.named_modules() if quantizable(name, m, min_weights)]
-    made = []
+    weight_of = {}  # each new layer -> id of the fp32 weight it replaced
     for name, linear in targets:
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
-        made.append((Int8Linear(linear), id(linear.weight)))
-        setattr(parent, child, made[-1][0])
+        layer = Int8Linear(linear)
+        weight_of[layer] = id(linear.weight)
+        setattr(parent, child, layer)
     kept = {id(p) for p in model.parameters()}  # e.g. the embedding a quantized output layer was tied to
-    for layer, weight in made:
+    for layer, weight in weight_of.items():
         layer.shares_weight = weight in kept
     return model.eval()
 
