@@ -162,11 +162,11 @@ def test_greedy_equals_transformers_generate(model_type: str, tmp_path: Path) ->
 
 def test_decoding_layout_keeps_values_and_is_undone() -> None:
     """Inside generation every linear weight is column-major with the same values; afterwards row-major."""
-    from tformer.decoding.layout import decoding_layout
+    from tformer.decoding.layout import DecodingLayout
 
     model = tiny_model("learned")
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
-    with decoding_layout(model):
+    with DecodingLayout(model).applied():
         linears = [m.weight for m in model.modules() if isinstance(m, nn.Linear)]
         assert all(w.t().is_contiguous() and not w.is_contiguous() for w in linears)
         assert all(torch.equal(p, before[name]) for name, p in model.named_parameters())
@@ -178,26 +178,50 @@ def test_decoding_layout_keeps_values_and_is_undone() -> None:
 
 
 def test_decoding_layout_copies_once_and_follows_changes() -> None:
-    """The column-major copies are reused by the next call (no copy), and remade when a weight changes in
-    place (an optimizer step) or is replaced (a dtype round trip)."""
-    from tformer.decoding.layout import decoding_layout
+    """A layout's column-major copies are reused by its next use (no copy), and remade when a weight changes
+    in place (an optimizer step) or is replaced (a dtype round trip)."""
+    from tformer.decoding.layout import DecodingLayout
 
     model = tiny_model("learned")
+    layout = DecodingLayout(model)
     weight = next(m.weight for m in model.modules() if isinstance(m, nn.Linear))
-    with decoding_layout(model):
+    with layout.applied():
         first = weight.data_ptr()
     row_major = weight.data_ptr()
-    with decoding_layout(model):
+    with layout.applied():
         assert weight.data_ptr() == first  # the same copy: nothing was made
     assert weight.data_ptr() == row_major  # the same original: nothing was copied back
     with torch.no_grad():
         weight.add_(1.0)
     expected = weight.detach().clone()
-    with decoding_layout(model):
+    with layout.applied():
         assert torch.equal(weight, expected)  # remade after the in-place change
     model.half().float()  # new data, perhaps at a freed address, with the version unchanged
     expected = weight.detach().clone()
-    with decoding_layout(model):
+    with layout.applied():
         assert torch.equal(weight, expected) and not weight.is_contiguous()
-    generate(model, PROMPTS, max_new_tokens=3)
+    generate(model, PROMPTS, max_new_tokens=3, layout=layout)
     assert all(p.is_contiguous() for p in model.parameters())
+
+
+def test_a_decoder_uses_the_layout_it_is_given_and_keeps_none_of_its_own() -> None:
+    """Decoding one row with a layout reuses that layout's copies from call to call; without one, the copies
+    live for the call only: nothing of the model is kept anywhere once it is dropped."""
+    import gc
+    import weakref
+
+    from tformer.decoding.layout import DecodingLayout
+
+    model = tiny_model("learned")
+    layout = DecodingLayout(model)
+    one = [PROMPTS[0]]
+    alone = generate_greedy(model, one, max_new_tokens=3)
+    assert generate_greedy(model, one, max_new_tokens=3, layout=layout) == alone
+    copies = {name: kept[2] for name, kept in layout._copies.items()}
+    assert copies  # made by the first call
+    assert generate_greedy(model, one, max_new_tokens=3, layout=layout) == alone
+    assert all(layout._copies[name][2] is copy for name, copy in copies.items())  # reused, not remade
+    gone = weakref.ref(model)
+    del model, layout, copies
+    gc.collect()
+    assert gone() is None  # no module-level cache holds the model or its copies

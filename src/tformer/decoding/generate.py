@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 from tformer.data.device import device_of
 from tformer.data.padding import pad, valid_mask
+from tformer.decoding.layout import DecodingLayout
 from tformer.decoding.sampling import check_sampling, sample_next
 from tformer.decoding.steps import eval_mode, reorder_rows
 from tformer.models.gpt import left_padded_positions
@@ -68,7 +69,8 @@ def next_logits(model: nn.Module, ids: Tensor, valid: Tensor | None, *,
 def generate(model: nn.Module, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
              temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
              stop_tokens: Sequence[int] = (), seed: int | None = None, use_cache: bool = True, pad_id: int = 0,
-             on_token: Callable[[int, int], None] | None = None) -> list[list[int]]:
+             on_token: Callable[[int, int], None] | None = None,
+             layout: DecodingLayout | None = None) -> list[list[int]]:
     """Continue each prompt (a list of token ids) by up to `max_new_tokens` tokens.
 
     Returns the new tokens only, one list per prompt, without the stop token that ended it. Sampling:
@@ -76,7 +78,8 @@ def generate(model: nn.Module, prompts: Sequence[Sequence[int]], *, max_new_toke
     `seed` makes the draws reproducible (None: torch's global generator). `pad_id` fills the left padding
     (masked out; any id in the vocabulary). `on_token(row, token_id)` is called for each returned token
     as it is produced, e.g. to stream text to a terminal. The model runs in eval mode and gets its mode
-    back afterwards."""
+    back afterwards. `layout`: the model's decoding layout, kept across calls by its holder
+    (`steps.eval_mode`)."""
     check_prompts(prompts, max_new_tokens=max_new_tokens, max_len=model.config.max_len)
     check_sampling(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
     out: list[list[int]] = [[] for _ in prompts]
@@ -85,7 +88,7 @@ def generate(model: nn.Module, prompts: Sequence[Sequence[int]], *, max_new_toke
     device = device_of(model)
     generator = None if seed is None else torch.Generator(device=device).manual_seed(seed)
     stops = torch.tensor(list(stop_tokens), dtype=torch.long, device=device)  # (number of stop tokens,)
-    with eval_mode(model, rows=len(prompts)):
+    with eval_mode(model, rows=len(prompts), layout=layout):
         ids, valid = left_pad(prompts, pad_id=pad_id, device=device)  # (B, P)
         if len({len(p) for p in prompts}) == 1:
             valid = None  # no padding: no mask in any layer at any step
@@ -114,10 +117,11 @@ def generate(model: nn.Module, prompts: Sequence[Sequence[int]], *, max_new_toke
 
 def generate_greedy(model: nn.Module, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
                     stop_tokens: Sequence[int] = (), use_cache: bool = True, pad_id: int = 0,
-                    on_token: Callable[[int, int], None] | None = None) -> list[list[int]]:
+                    on_token: Callable[[int, int], None] | None = None,
+                    layout: DecodingLayout | None = None) -> list[list[int]]:
     """`generate` with temperature 0: the most likely token at every step (lowest id on ties)."""
     return generate(model, prompts, max_new_tokens=max_new_tokens, temperature=0.0, stop_tokens=stop_tokens,
-                    use_cache=use_cache, pad_id=pad_id, on_token=on_token)
+                    use_cache=use_cache, pad_id=pad_id, on_token=on_token, layout=layout)
 
 
 __all__ = ["check_prompts", "generate", "generate_greedy", "left_pad", "next_logits"]

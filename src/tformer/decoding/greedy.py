@@ -16,19 +16,21 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from tformer.decoding.layout import DecodingLayout
 from tformer.decoding.steps import eval_mode, max_lengths, next_log_probs, reorder_rows, source_lengths
 
 
 @torch.inference_mode()
 def greedy(model: nn.Module, src: Tensor, *, max_len_a: float = 1.2, max_len_b: int = 10,
-           use_cache: bool = True) -> list[list[int]]:
+           use_cache: bool = True, layout: DecodingLayout | None = None) -> list[list[int]]:
     """Greedy translations of a padded batch `src` (B, S) (padding = config.pad_id).
 
     Returns one token list per sentence, without the start symbol and without the end symbol. A sentence
     with n real tokens gets at most int(max_len_a * n + max_len_b) tokens (see the module docstring).
-    `use_cache` decodes incrementally (same tokens, fewer FLOPs)."""
+    `use_cache` decodes incrementally (same tokens, fewer FLOPs); `layout`: the model's decoding layout, kept
+    across calls by its holder (`steps.eval_mode`)."""
     config = model.config
-    with eval_mode(model, rows=src.shape[0]):
+    with eval_mode(model, rows=src.shape[0], layout=layout):
         src_valid = src != config.pad_id  # (B, S)
         limits = max_lengths(source_lengths(src, pad_id=config.pad_id), max_len_a=max_len_a,
                              max_len_b=max_len_b, limit=config.max_len)

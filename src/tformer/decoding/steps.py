@@ -26,19 +26,22 @@ from contextlib import contextmanager, nullcontext
 import torch
 from torch import Tensor, nn
 
-from tformer.decoding.layout import decoding_layout
+from tformer.decoding.layout import DecodingLayout
 from tformer.nn.kv_cache import LayerCache
 
 
 @contextmanager
-def eval_mode(model: nn.Module, *, rows: int | None = None) -> Iterator[None]:
+def eval_mode(model: nn.Module, *, rows: int | None = None, layout: DecodingLayout | None = None) -> Iterator[None]:
     """Run the body with dropout off, then give the model back its train/eval mode. A decoder that runs
     one row at a time (`rows` == 1) gets the weights in the decoding layout (`layout.py`) meanwhile: that
-    layout speeds up matrix-vector products but slows down products with a few rows."""
+    layout speeds up matrix-vector products but slows down products with a few rows. `layout`: the model's
+    own, kept by its holder across calls; None makes one for this call."""
+    if layout is not None and layout.model is not model:
+        raise ValueError("the decoding layout given belongs to another model; make one with DecodingLayout(model)")
     was_training = model.training
     model.eval()
     try:
-        with decoding_layout(model) if rows == 1 else nullcontext():
+        with (layout or DecodingLayout(model)).applied() if rows == 1 else nullcontext():
             yield
     finally:
         model.train(was_training)

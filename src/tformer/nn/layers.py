@@ -6,8 +6,8 @@ The placement is chosen once, at construction.
 causal mask, the decoder-only layer) or a state-space mixer; it mixes positions, the MLP works on each alone.
 `DecoderLayer` adds cross-attention over the encoder output between the two.
 
-State-dict keys: `mixer.*`, `mixer_norm.*`, `cross_attn.*`, `cross_norm.*`, `mlp.*`, `mlp_norm.*`. Before
-issue 17 the first two were `self_attn.*` and `attn_norm.*`; `rename_old_keys` maps those on loading.
+State-dict keys: `mixer.*`, `mixer_norm.*`, `cross_attn.*`, `cross_norm.*`, `mlp.*`, `mlp_norm.*` (the
+checkpoint loader renames the older names of these, `tformer.checkpoints.RENAMED`).
 
 B batch, T target length, S source length, d width.
 """
@@ -15,14 +15,10 @@ B batch, T target length, S source length, d width.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
 
 from torch import Tensor, nn
 
 from tformer.nn.kv_cache import LayerCache
-
-V = TypeVar("V")
-OLD_NAMES = {"self_attn.": "mixer.", "attn_norm.": "mixer_norm."}  # a layer's state-dict names before issue 17
 
 
 def post_norm(x: Tensor, norm: nn.Module, f: Callable[[Tensor], Tensor], drop: nn.Module) -> Tensor:
@@ -36,24 +32,6 @@ def pre_norm(x: Tensor, norm: nn.Module, f: Callable[[Tensor], Tensor], drop: nn
 RESIDUALS = {"post": post_norm, "pre": pre_norm}
 
 
-def rename_old_keys(state_dict: dict[str, V], model: nn.Module, prefix: str = "") -> None:
-    """Rename in place the keys that the layers inside `model` had before issue 17 (`self_attn.` ->
-    `mixer.`, `attn_norm.` -> `mixer_norm.`), so that old checkpoints still load. `prefix`: where `model`'s
-    own keys start in `state_dict` (as `load_state_dict` passes it to a hook)."""
-    for name, module in model.named_modules(prefix=prefix.removesuffix(".")):
-        if not isinstance(module, EncoderLayer | DecoderLayer):
-            continue
-        at = f"{name}." if name else ""
-        for key in [k for k in state_dict if k.startswith(at)]:
-            for old, new in OLD_NAMES.items():
-                if key.startswith(at + old):
-                    state_dict[at + new + key[len(at + old):]] = state_dict.pop(key)
-
-
-def _rename_on_load(module: nn.Module, state_dict: dict[str, Any], prefix: str, *_: object) -> None:
-    rename_old_keys(state_dict, module, prefix)
-
-
 class EncoderLayer(nn.Module):
     def __init__(self, *, mixer: nn.Module, mlp: nn.Module, mixer_norm: nn.Module, mlp_norm: nn.Module,
                  dropout: float, placement: str) -> None:
@@ -62,7 +40,6 @@ class EncoderLayer(nn.Module):
         self.mlp, self.mlp_norm = mlp, mlp_norm
         self.dropout = nn.Dropout(dropout)
         self.residual = RESIDUALS[placement]
-        self.register_load_state_dict_pre_hook(_rename_on_load)
 
     def forward(self, x: Tensor, *, mask: Tensor | None = None, causal: bool = False,
                 positions: Tensor | None = None, cache: LayerCache | None = None) -> Tensor:
@@ -83,7 +60,6 @@ class DecoderLayer(nn.Module):
         self.mlp, self.mlp_norm = mlp, mlp_norm
         self.dropout = nn.Dropout(dropout)
         self.residual = RESIDUALS[placement]
-        self.register_load_state_dict_pre_hook(_rename_on_load)
 
     def forward(self, x: Tensor, memory: Tensor, *, mask: Tensor | None = None,
                 memory_mask: Tensor | None = None, positions: Tensor | None = None,

@@ -1,4 +1,5 @@
-"""Checkpoints: one directory each, written atomically.
+"""Writing checkpoints, one directory each, atomically, and reading back their training state (reading the
+model, config and tokenizer is `tformer.checkpoints`', which inference uses without the training loop).
 
     <path>/model.safetensors   the weights (safetensors; a tied tensor is stored once, under one name)
     <path>/config.yaml         family, model class and the model config, as plain data
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 import errno
 import os
-import reprlib
 from pathlib import Path
 from typing import Protocol
 
@@ -35,20 +35,24 @@ import safetensors.torch
 import torch
 from torch import nn
 
-import tformer.models
-from tformer.config import FAMILIES, TransformerConfig, family_of
-from tformer.configio import dump_yaml, from_dict, read_yaml, to_dict
+from tformer.checkpoints import (
+    CONFIG_FILE,
+    MODEL_FILE,
+    TOKENIZER_DIR,
+    TRAINER_FILE,
+    checkpoint_file,
+    load_config,
+    load_model,
+    load_weights,
+    tied_names,
+    tokenizer_dir,
+)
+from tformer.config import TransformerConfig, family_of
+from tformer.configio import dump_yaml, to_dict
 from tformer.files import atomic_directory
 from tformer.ioerrors import writing
-from tformer.manifest import MANIFEST_FILE, verify_checkpoint, verify_file, write_manifest
-from tformer.models.presets import build_model
-from tformer.nn.layers import rename_old_keys
+from tformer.manifest import MANIFEST_FILE, verify_checkpoint, write_manifest
 from tformer.training.rng import rng_states, set_rng_states
-
-MODEL_FILE = "model.safetensors"
-CONFIG_FILE = "config.yaml"
-TRAINER_FILE = "trainer.pt"
-TOKENIZER_DIR = "tokenizer"
 
 
 class SavesToDirectory(Protocol):
@@ -124,105 +128,8 @@ def _write_files(directory: Path, *, model: nn.Module, config: TransformerConfig
 def _save_state(model: nn.Module, state: dict, file: Path) -> None:
     """`safetensors.torch.save_model` for a state dict held apart from the model: a tensor the model ties
     to others (the output layer sharing the embedding) is stored once, under the name save_model keeps."""
-    drop = {n for group in _tied_names(model) for n in group[1:]}
+    drop = {n for group in tied_names(model) for n in group[1:]}
     safetensors.torch.save_file({k: v.contiguous() for k, v in state.items() if k not in drop}, str(file))
-
-
-def verify(path: str | os.PathLike, name: str) -> None:
-    """Check `<path>/<name>` against the manifest (listed, size, SHA-256; `manifest.verify_file`): a file
-    the manifest does not list is refused; a checkpoint written before manifests existed passes unchecked."""
-    verify_file(path, name)
-
-
-# --- loading --------------------------------------------------------------------------------------------
-
-
-def load_config(path: str | os.PathLike) -> tuple[TransformerConfig, str]:
-    """(the model config, the saved model's class name) from `<path>/config.yaml`."""
-    path = Path(path)
-    meta = _read_yaml(path)
-    family, model = meta.get("family"), meta.get("model") or ""
-    if not isinstance(family, str) or family not in FAMILIES:  # a list or a mapping is no family either
-        known = ", ".join(FAMILIES)
-        raise ValueError(f"checkpoint {path}: {CONFIG_FILE} has family={reprlib.repr(family)}; known: {known}")
-    if not isinstance(model, str):
-        raise ValueError(f"checkpoint {path}: {CONFIG_FILE} has model={reprlib.repr(model)}; expected the name of "
-                         "a model class, e.g. GPT")
-    try:
-        config = from_dict(FAMILIES[family], meta.get("config") or {})
-    except ValueError as e:
-        raise ValueError(f"checkpoint {path}: {CONFIG_FILE}: {e}") from None
-    return config, model
-
-
-def load_model(path: str | os.PathLike, *,
-               device: str | torch.device = "cpu") -> tuple[nn.Module, TransformerConfig]:
-    """Rebuild the model from config.yaml and load its weights; returns (model in eval mode, config).
-
-    The model is `build_model(config)` (EncoderDecoder, BertForPretraining, GPT), or the saved class if
-    config.yaml names another model of `tformer.models` (a BertClassifier, a bare Bert). Tied weights come
-    back tied: they are one tensor in the model, and the file holds it once."""
-    path = Path(path)
-    config, class_name = load_config(path)
-    model = _build(path, config, class_name).to(device)
-    load_weights(model, path)
-    return model.eval(), config
-
-
-def load_weights(model: nn.Module, path: str | os.PathLike) -> None:
-    """Copy `<path>/model.safetensors` into `model` in place (on the model's device); every key must match.
-    Tied parameters are one tensor in the model, so loading the one stored copy fills them all."""
-    path = Path(path)
-    weights = _require(path, MODEL_FILE)
-    device = next(iter(model.state_dict().values())).device
-    where = f"checkpoint {path}: cannot load {MODEL_FILE} into {type(model).__name__}"
-    try:
-        safetensors.torch.load_model(model, weights, strict=True, device=str(device))
-    except Exception as e:  # a corrupt file, or weights of another architecture
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ValueError(f"{where}: {_mismatch(model, weights) or first}") from None
-
-
-def _mismatch(model: nn.Module, file: Path) -> str | None:
-    """What differs between a safetensors file and the model's parameters, in a few words (None if the
-    file cannot be read or nothing does): size mismatches first, then missing and unexpected names."""
-    try:
-        with safetensors.safe_open(str(file), framework="pt") as f:
-            stored = {name: list(f.get_slice(name).get_shape()) for name in f.keys()}  # noqa: SIM118
-    except Exception:
-        return None
-    rename_old_keys(stored, model)  # old layer names load under the new ones, so they do not differ
-    ours = {name: list(t.shape) for name, t in model.state_dict().items()}
-    sizes = [(n, stored[n], ours[n]) for n in stored if n in ours and stored[n] != ours[n]]
-    if sizes:
-        name, a, b = sizes[0]
-        return (f"{len(sizes)} size mismatch{'es' if len(sizes) > 1 else ''}, the first: {name} is {a} in the "
-                f"file but {b} in the model (weights of another architecture or size?)")
-    tied = {n for group in _tied_names(model) for n in group[1:]}
-    missing = sorted(set(ours) - set(stored) - tied)
-    unexpected = sorted(set(stored) - set(ours))
-    parts = [f"{len(missing)} missing (first: {missing[0]})"] if missing else []
-    parts += [f"{len(unexpected)} unexpected (first: {unexpected[0]})"] if unexpected else []
-    return "weights " + ", ".join(parts) if parts else None
-
-
-def _tied_names(model: nn.Module) -> list[list[str]]:
-    """Names of each parameter shared by several modules, sorted (safetensors keeps the first)."""
-    groups: dict[int, list[str]] = {}
-    for name, p in model.named_parameters(remove_duplicate=False):
-        groups.setdefault(id(p), []).append(name)
-    return [sorted(g) for g in groups.values() if len(g) > 1]
-
-
-def _build(path: Path, config: TransformerConfig, class_name: str) -> nn.Module:
-    model = build_model(config)
-    if class_name and class_name != type(model).__name__:
-        cls = getattr(tformer.models, class_name, None) if class_name in tformer.models.__all__ else None
-        if cls is None:
-            known = ", ".join(tformer.models.__all__)
-            raise ValueError(f"checkpoint {path}: {CONFIG_FILE} names model {class_name!r}; known: {known}")
-        model = cls(config)
-    return model
 
 
 def load_training_state(path: str | os.PathLike, *, optimizer: torch.optim.Optimizer | None = None,
@@ -249,39 +156,14 @@ def load_training_state(path: str | os.PathLike, *, optimizer: torch.optim.Optim
 def read_trainer(path: str | os.PathLike) -> dict:
     """trainer.pt as saved: {"optimizer", "scheduler", "state", "rng"}."""
     path = Path(path)
-    file = _require(path, TRAINER_FILE)
+    file = checkpoint_file(path, TRAINER_FILE)
     try:
         return torch.load(file, map_location="cpu", weights_only=True)
     except Exception as e:
         raise ValueError(f"checkpoint {path}: {TRAINER_FILE} is corrupt ({type(e).__name__})") from None
 
 
-def tokenizer_dir(path: str | os.PathLike) -> Path | None:
-    """`<path>/tokenizer`, to pass to the tokenizer class's `load`, or None if the checkpoint has none."""
-    directory = Path(path) / TOKENIZER_DIR
-    return directory if directory.is_dir() else None
-
-
-def _require(path: Path, name: str) -> Path:
-    if not path.is_dir():
-        raise ValueError(f"checkpoint {path}: no such directory")
-    file = path / name
-    if not file.is_file():
-        raise ValueError(f"checkpoint {path}: missing {name}")
-    verify(path, name)
-    return file
-
-
-def _read_yaml(path: Path) -> dict:
-    file = _require(path, CONFIG_FILE)
-    meta = read_yaml(file, what=f"checkpoint {path}: {CONFIG_FILE}")
-    if meta is None:
-        raise ValueError(f"checkpoint {path}: {CONFIG_FILE} is empty")
-    return meta
-
-
 __all__ = [
     "CONFIG_FILE", "MANIFEST_FILE", "MODEL_FILE", "TOKENIZER_DIR", "TRAINER_FILE", "load_config", "load_model",
-    "load_training_state", "load_weights", "read_trainer", "save_checkpoint", "tokenizer_dir", "verify",
-    "verify_checkpoint",
+    "load_training_state", "load_weights", "read_trainer", "save_checkpoint", "tokenizer_dir", "verify_checkpoint",
 ]

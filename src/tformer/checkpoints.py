@@ -1,0 +1,169 @@
+"""Reading a checkpoint directory back: its config, its model with the weights, where its tokenizer is.
+
+    <path>/model.safetensors   the weights (a tied tensor stored once, under one of its names)
+    <path>/config.yaml         family, model class and the model config, as plain data
+    <path>/tokenizer/          the tokenizer's own files
+    <path>/manifest.json       every file's size and SHA-256, checked as each file is read (`tformer.manifest`)
+    <path>/trainer.pt          training state, read by `training.checkpoint` only
+
+Writing a checkpoint, and its training state, is `training.checkpoint`'s; this module sits below both
+training and inference, so that using a trained model never imports the training loop.
+
+Weights saved under older state-dict names load under today's through one table, `RENAMED`: the loader
+renames the file's keys before they reach the model, and the modules themselves know only today's names.
+"""
+
+from __future__ import annotations
+
+import os
+import reprlib
+from pathlib import Path
+
+import safetensors
+import safetensors.torch
+import torch
+from torch import nn
+
+import tformer.models
+from tformer.config import FAMILIES, TransformerConfig
+from tformer.configio import from_dict, read_yaml
+from tformer.manifest import MANIFEST_FILE, TOKENIZER_DIR, verify_file
+from tformer.models.presets import build_model
+
+MODEL_FILE = "model.safetensors"
+CONFIG_FILE = "config.yaml"
+TRAINER_FILE = "trainer.pt"
+
+# A layer's state-dict names that changed, old -> new, as they follow a layer's index (`...layers.3.<old>`):
+# the mixer of a layer was `self_attn` and its norm `attn_norm` until the mixer could be a state-space block.
+RENAMED = {"self_attn.": "mixer.", "attn_norm.": "mixer_norm."}
+
+
+def load_config(path: str | os.PathLike) -> tuple[TransformerConfig, str]:
+    """(the model config, the saved model's class name) from `<path>/config.yaml`."""
+    path = Path(path)
+    meta = _read_yaml(path)
+    family, model = meta.get("family"), meta.get("model") or ""
+    if not isinstance(family, str) or family not in FAMILIES:  # a list or a mapping is no family either
+        known = ", ".join(FAMILIES)
+        raise ValueError(f"checkpoint {path}: {CONFIG_FILE} has family={reprlib.repr(family)}; known: {known}")
+    if not isinstance(model, str):
+        raise ValueError(f"checkpoint {path}: {CONFIG_FILE} has model={reprlib.repr(model)}; expected the name of "
+                         "a model class, e.g. GPT")
+    try:
+        config = from_dict(FAMILIES[family], meta.get("config") or {})
+    except ValueError as e:
+        raise ValueError(f"checkpoint {path}: {CONFIG_FILE}: {e}") from None
+    return config, model
+
+
+def load_model(path: str | os.PathLike, *,
+               device: str | torch.device = "cpu") -> tuple[nn.Module, TransformerConfig]:
+    """Rebuild the model from config.yaml and load its weights; returns (model in eval mode, config).
+
+    The model is `build_model(config)` (EncoderDecoder, BertForPretraining, GPT), or the saved class if
+    config.yaml names another model of `tformer.models` (a BertClassifier, a bare Bert). Tied weights come
+    back tied: they are one tensor in the model, and the file holds it once."""
+    path = Path(path)
+    config, class_name = load_config(path)
+    model = _build(path, config, class_name).to(device)
+    load_weights(model, path)
+    return model.eval(), config
+
+
+def load_weights(model: nn.Module, path: str | os.PathLike) -> None:
+    """Copy `<path>/model.safetensors` into `model` in place (on the model's device), old names renamed
+    (`RENAMED`); every key must match but the tied copies the file stores once."""
+    path = Path(path)
+    weights = checkpoint_file(path, MODEL_FILE)
+    device = next(iter(model.state_dict().values())).device
+    where = f"checkpoint {path}: cannot load {MODEL_FILE} into {type(model).__name__}"
+    try:
+        state = renamed(safetensors.torch.load_file(str(weights), device=str(device)))
+    except Exception as e:  # a corrupt file
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(f"{where}: {first}") from None
+    problem = _mismatch(model, {name: list(t.shape) for name, t in state.items()})
+    if problem:
+        raise ValueError(f"{where}: {problem}")
+    model.load_state_dict(state, strict=False)  # `_mismatch` found every key the model needs
+
+
+def renamed(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """`state` with each key of a layer that `RENAMED` lists under its new name (the others as they are)."""
+    def new_name(key: str) -> str:
+        head, sep, tail = key.partition(".layers.")
+        index, dot, rest = tail.partition(".")
+        for old, new in RENAMED.items() if sep and dot and index.isdigit() else ():
+            if rest.startswith(old):
+                return f"{head}{sep}{index}.{new}{rest[len(old):]}"
+        return key
+
+    return {new_name(key): value for key, value in state.items()}
+
+
+def _mismatch(model: nn.Module, stored: dict[str, list[int]]) -> str | None:
+    """What differs between the file's tensors (name -> shape) and the model's, in a few words (None if
+    nothing does): size mismatches first, then missing and unexpected names. A tied parameter is missing
+    only when none of its names is in the file."""
+    ours = {name: list(t.shape) for name, t in model.state_dict().items()}
+    sizes = [(n, stored[n], ours[n]) for n in stored if n in ours and stored[n] != ours[n]]
+    if sizes:
+        name, a, b = sizes[0]
+        return (f"{len(sizes)} size mismatch{'es' if len(sizes) > 1 else ''}, the first: {name} is {a} in the "
+                f"file but {b} in the model (weights of another architecture or size?)")
+    covered = {n for group in tied_names(model) if set(group) & stored.keys() for n in group}
+    missing = sorted(set(ours) - set(stored) - covered)
+    unexpected = sorted(set(stored) - set(ours))
+    parts = [f"{len(missing)} missing (first: {missing[0]})"] if missing else []
+    parts += [f"{len(unexpected)} unexpected (first: {unexpected[0]})"] if unexpected else []
+    return "weights " + ", ".join(parts) if parts else None
+
+
+def tied_names(model: nn.Module) -> list[list[str]]:
+    """Names of each parameter shared by several modules, sorted (the file stores the tensor once)."""
+    groups: dict[int, list[str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        groups.setdefault(id(p), []).append(name)
+    return [sorted(g) for g in groups.values() if len(g) > 1]
+
+
+def _build(path: Path, config: TransformerConfig, class_name: str) -> nn.Module:
+    model = build_model(config)
+    if class_name and class_name != type(model).__name__:
+        cls = getattr(tformer.models, class_name, None) if class_name in tformer.models.__all__ else None
+        if cls is None:
+            known = ", ".join(tformer.models.__all__)
+            raise ValueError(f"checkpoint {path}: {CONFIG_FILE} names model {class_name!r}; known: {known}")
+        model = cls(config)
+    return model
+
+
+def tokenizer_dir(path: str | os.PathLike) -> Path | None:
+    """`<path>/tokenizer`, to pass to the tokenizer class's `load`, or None if the checkpoint has none."""
+    directory = Path(path) / TOKENIZER_DIR
+    return directory if directory.is_dir() else None
+
+
+def checkpoint_file(path: Path, name: str) -> Path:
+    """`<path>/<name>`, checked against the manifest (`manifest.verify_file`: listed, size, SHA-256); a
+    ValueError naming the checkpoint if there is no such directory or file."""
+    if not path.is_dir():
+        raise ValueError(f"checkpoint {path}: no such directory")
+    file = path / name
+    if not file.is_file():
+        raise ValueError(f"checkpoint {path}: missing {name}")
+    verify_file(path, name)
+    return file
+
+
+def _read_yaml(path: Path) -> dict:
+    file = checkpoint_file(path, CONFIG_FILE)
+    meta = read_yaml(file, what=f"checkpoint {path}: {CONFIG_FILE}")
+    if meta is None:
+        raise ValueError(f"checkpoint {path}: {CONFIG_FILE} is empty")
+    return meta
+
+
+__all__ = ["CONFIG_FILE", "MANIFEST_FILE", "MODEL_FILE", "RENAMED", "TOKENIZER_DIR", "TRAINER_FILE", "checkpoint_file",
+           "load_config", "load_model", "load_weights", "renamed", "tied_names", "tokenizer_dir"]
