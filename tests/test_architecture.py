@@ -1,6 +1,7 @@
-"""The house's layers point one way (STYLE.md rule 14), read from the source with `ast`: no import cycle
-among tformer's modules, and the modules under `nn/` import no config (nor anything of tformer outside
-`nn/`): they take plain arguments, and `models/builders.py` turns configs into them.
+"""tformer's layers point one way, read from the source with `ast`: no import cycle among tformer's modules
+(a registry lives above the things it lists, shared helpers below all of them), and the modules under `nn/`
+import no config (nor anything of tformer outside `nn/`): they take plain arguments (tensors, ints,
+modules), and `models/builders.py` turns configs into them.
 
 Every `import` and `from ... import` counts, at module level and inside functions (a lazy import that
 dodges a cycle is still a cycle), relative ones resolved. `from p import x` is an edge to `p.x` when that

@@ -4,9 +4,9 @@ Each large enough `nn.Linear` becomes an `Int8Linear`: its weight W (N, K) store
 per output row (symmetric, per channel), its bias kept in fp32, and its product computed by PyTorch's own
 dynamic-quantized kernel (`torch.ops.quantized.linear_dynamic`, FBGEMM on x86): each call quantizes the
 activations to uint8 (one scale for the whole input, from its range), multiplies in int8 with int32
-accumulation, and returns fp32. That kernel was chosen by measurement over `aten._weight_int8pack_mm` (0.01x
-to 0.4x the speed of fp32 here) and an inductor-compiled dequantize-then-matmul (`benchmarks/int8_kernels.py`,
-docs/int8.md).
+accumulation, and returns fp32. That kernel was chosen by measurement over `aten._weight_int8pack_mm` (many
+times slower than fp32) and an inductor-compiled dequantize-then-matmul (slower than fp32 too):
+`benchmarks/int8_kernels.py`, measured in docs/int8.md and docs/results.md, "Timings behind choices in the code".
 
 Stays fp32: embeddings, norms, positions, attention kernels' own projections (a low-rank kernel reads their
 weights directly), and every linear layer with fewer than `min_weights` weights (default `MIN_WEIGHTS`): the
@@ -25,8 +25,9 @@ import torch
 from torch import Tensor, nn
 
 MODES = ("int8",)
-# Layers with fewer weights than this stay fp32 (benchmarks/int8_kernels.py: below it the int8 kernel is
-# slower than fp32 for one to eight rows on this CPU; the demo translator's whole-model timing, docs/int8.md).
+# Layers with fewer weights than this stay fp32. 0 quantizes every linear layer: the int8 kernel can lose to
+# fp32 on small products of one to eight rows, but whole models gain, because the products that dominate their
+# time (output layer, feed-forward layers, beam search's many rows) are those it wins on (docs/int8.md).
 MIN_WEIGHTS = 0
 
 

@@ -1,6 +1,6 @@
 """models/builders.py: the position tables attention applies inside are built once per stack, and the
-state-dict keys of every preset (public API, STYLE.md rule 13) are those recorded before the builders
-moved out of models/stacks.py and nn/."""
+state-dict keys of every preset (public API: checkpoints depend on them, so they never change silently) are
+those recorded before the builders moved out of models/stacks.py and nn/."""
 
 from __future__ import annotations
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from tformer.decoding.layout import DecodingLayout
 from tformer.decoding.steps import eval_mode, max_lengths, next_log_probs, reorder_rows, source_lengths
 
 LENPEN_KINDS = ("fairseq", "gnmt")
@@ -92,15 +93,17 @@ def _live(cand_scores: Tensor, is_eos: Tensor, *, beam: int) -> Tensor:
 @torch.inference_mode()
 def beam_search(model: nn.Module, src: Tensor, *, beam: int = 4, lenpen: float = 1.0,
                 lenpen_kind: str = "fairseq", max_len_a: float = 1.2, max_len_b: int = 10, n_best: int = 1,
-                use_cache: bool = True) -> list[list[Hypothesis]]:
+                use_cache: bool = True, layout: DecodingLayout | None = None) -> list[list[Hypothesis]]:
     """Beam-search translations of a padded batch `src` (B, S) (padding = config.pad_id).
 
     Returns, per sentence, its `n_best` hypotheses sorted by score, best first. `lenpen` and `lenpen_kind`
     set the length normalisation, `max_len_a` and `max_len_b` the maximum length int(a * n + b) for a source
-    of n real tokens (as `greedy`); `use_cache` decodes incrementally (same result, fewer FLOPs).
+    of n real tokens (as `greedy`); `use_cache` decodes incrementally (same result, fewer FLOPs); `layout`:
+    as `greedy`'s.
 
-    Longer than the house's 60 lines on purpose: one step of the search reads top to bottom as the algorithm
-    goes (candidates, finished, live, prune, reorder), and the three closures share the call's settings."""
+    A function should stay near 60 lines; this one is longer on purpose: one step of the search reads top to
+    bottom as the algorithm goes (candidates, finished, live, prune, reorder), and the three closures share the
+    call's settings."""
     config = model.config
     _check(beam=beam, n_best=n_best, lenpen_kind=lenpen_kind, vocab_size=config.vocab_size)
 
@@ -118,7 +121,7 @@ def beam_search(model: nn.Module, src: Tensor, *, beam: int = 4, lenpen: float =
             return best_live > float("-inf")
         return max(normalise(best_live, length + 1), normalise(best_live, limit)) > hyps[-1].score
 
-    with eval_mode(model, rows=src.shape[0] * beam):
+    with eval_mode(model, rows=src.shape[0] * beam, layout=layout):
         src_valid = src != config.pad_id  # (B, S)
         limits = max_lengths(source_lengths(src, pad_id=config.pad_id), max_len_a=max_len_a,
                              max_len_b=max_len_b, limit=config.max_len)

@@ -4,7 +4,8 @@ glibc's malloc serves a large request (above a threshold that grows to at most 3
 and gives it back to the kernel with `munmap` when it is freed; the top of the heap is likewise trimmed
 back to the kernel. A training step allocates and frees the same large activations and gradients every time
 (the logits of a 1,500-token batch over an 8,000-token vocabulary alone are 48 MB), so each step faults
-in fresh zeroed pages again. On a small VM first-touch faults run at a few GB/s, a warm copy at about 20:
+in fresh zeroed pages again, and first-touch faults are several times slower than a copy into pages the
+process already holds (measured in docs/results.md, "Timings behind choices in the code"):
 `keep_freed_memory` tells malloc to take every block from the heap and never trim it, so a step reuses the
 pages of the one before. The resident size stays at the peak of one step, which training reaches anyway.
 (Preloading tcmalloc does the same from outside the process; this needs no extra package.)

@@ -2,9 +2,9 @@
 
 torch splits each operation of a step over its intra-op threads, which meet at a barrier after every
 operation. On a machine shared with anything else (another training, a compiler, a browser), a thread that
-loses its core holds all the others at the next barrier, and a step can run many times slower: the demo
-recipe on the 2-core machine beside three other processes trained at 4.3-4.5 steps/s on 2 threads and at
-6.9 on 1 (`benchmarks/threads.py`), while alone 2 threads are the faster. Which count wins depends on what
+loses its core holds all the others at the next barrier, and a step can run many times slower: beside busy
+processes one thread can train faster than two, while alone two are the faster (`benchmarks/threads.py`;
+measured in docs/results.md, "Timings behind choices in the code"). Which count wins depends on what
 else runs at the moment, so `ThreadTuner` measures it during training: every `every` steps it runs `probe`
 steps at each candidate count (after one warm-up step each), compares training tokens per second, and keeps
 the fastest until the next probe. A tuned run is not bitwise reproducible (the reduction order of an
