@@ -183,8 +183,8 @@ def test_lines_from_a_pipe_come_in_batches_of_what_is_there(monkeypatch: pytest.
 
 
 @pytest.mark.parametrize("data, message", [
-    (b"ok\nfine\n\xffbad\n", "stdin is not UTF-8 (byte 8): 0xff in line 3"),
-    (b"ok\nthe caf\xc3", "stdin is not UTF-8 (byte 10): 0xc3 in line 2"),
+    (b"ok\nfine\n\xffbad\n", "stdin:3: not valid UTF-8 (byte 0xff at column 1); the text must be UTF-8"),
+    (b"ok\nthe caf\xc3", "stdin:2: not valid UTF-8 (byte 0xc3 at column 8); the text must be UTF-8"),
 ])
 def test_bad_bytes_from_a_pipe_are_named_by_their_place_in_all_of_stdin(monkeypatch: pytest.MonkeyPatch,
                                                                         data: bytes, message: str) -> None:

@@ -92,7 +92,7 @@ def test_undecodable_utf8(tmp_path: Path) -> None:
     ('{"src": "a", "tgt": 3}', "field 'tgt' must be a string"),
     ('{"src": " ", "tgt": "b"}', "empty source"),
     ('["a", "b"]', "expected a JSON object"),
-    ('{"src": "a", "tgt": "b"', "invalid JSON"),
+    ('{"src": "a", "tgt": "b"', "not valid JSON"),
 ])
 def test_bad_jsonl(tmp_path: Path, record: str, what: str) -> None:
     path = write(tmp_path / "c.jsonl", '{"src": "x", "tgt": "y"}\n' + record + "\n")

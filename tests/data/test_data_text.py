@@ -35,8 +35,8 @@ def test_jsonl_documents(tmp_path) -> None:  # noqa: ANN001
 
 
 @pytest.mark.parametrize(("line", "message"), [
-    ("not json", r"docs.jsonl:2: invalid JSON"),
-    ("[1, 2]", r"docs.jsonl:2: expected a JSON object, got list"),
+    ("not json", r"docs.jsonl:2: not valid JSON \(Expecting value at column 1\)"),
+    ("[1, 2]", r"docs.jsonl:2: expected a JSON object with 'text', got list"),
     ('{"body": "x"}', r"docs.jsonl:2: missing field 'text'"),
     ('{"text": 3}', r"docs.jsonl:2: field 'text' must be a string, got int"),
 ])
@@ -50,7 +50,8 @@ def test_jsonl_errors_name_file_and_line(tmp_path, line: str, message: str) -> N
 def test_read_errors(tmp_path) -> None:  # noqa: ANN001
     bad = tmp_path / "bad.txt"
     bad.write_bytes(b"ok\nstill ok\nbroken \xff here\n")
-    with pytest.raises(DataError, match=r"bad.txt:3: not valid UTF-8 \(byte 0xff at column 8\)"):
+    with pytest.raises(DataError, match=r"bad.txt:3: not valid UTF-8 \(byte 0xff at column 8\); the text must be "
+                                        r"UTF-8$"):
         read_texts(bad)
     with pytest.raises(DataError, match="no such file or directory"):
         read_texts(tmp_path / "missing.txt")

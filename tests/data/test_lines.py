@@ -1,15 +1,30 @@
 """The one reader of user text (`tformer.data.lines`): lines at "\\n" only, strict UTF-8 from stdin and files
-alike, one result a line out, and long lines refused by name."""
+alike, one result a line out, and long lines refused by name; its one UTF-8 decoder and one JSON Lines reader,
+whose messages every reader of `tformer.data` shares."""
 
 from __future__ import annotations
 
 import io
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
-from tformer.data.lines import check_line_lengths, format_lines, read_lines, source_name, split_lines
+from tformer.data.labelled import read_labelled
+from tformer.data.lines import (
+    DataError,
+    check_line_lengths,
+    decode_utf8,
+    format_lines,
+    read_jsonl_records,
+    read_lines,
+    read_utf8,
+    source_name,
+    split_lines,
+)
+from tformer.data.parallel import read_jsonl, read_pair, read_parallel, read_tsv
+from tformer.data.text import read_text_file, read_text_jsonl, read_texts
 
 
 @pytest.mark.parametrize(("text", "lines"), [
@@ -41,10 +56,11 @@ def test_stdin_and_a_file_read_alike(data: bytes, tmp_path: Path, monkeypatch: p
 def test_a_bad_byte_is_named_with_its_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = b"ok\nfine\nthe \xff cat\n"
     (tmp_path / "in.txt").write_bytes(data)
-    with pytest.raises(ValueError, match=r"in.txt is not UTF-8 \(byte 12\): 0xff in line 3$"):
+    bad = r":3: not valid UTF-8 \(byte 0xff at column 5\); the text must be UTF-8$"
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(tmp_path / 'in.txt'))}{bad}"):
         read_lines(tmp_path / "in.txt")
     stdin(monkeypatch, data)
-    with pytest.raises(ValueError, match=r"^stdin is not UTF-8 \(byte 12\): 0xff in line 3$"):
+    with pytest.raises(ValueError, match=rf"^stdin{bad}"):
         read_lines(None)
 
 
@@ -67,3 +83,82 @@ def test_check_line_lengths_names_the_first_long_line() -> None:
     with pytest.raises(ValueError, match=r"^in.txt:2: the line is 5 tokens, longer than the model's context "
                                          r"max_len=6, which leaves 4 for text!$"):
         check_line_lengths([1, 5, 9], limit=4, max_len=6, where="in.txt", note="!")
+
+
+def test_every_reader_names_the_same_bad_bytes_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One decoder (`decode_utf8`): user text, plain-text documents, parallel and labelled corpora, stdin."""
+    data = b"a\tb\ncaf\xe9\tx\n"  # Latin-1 in line 2
+    path, other = tmp_path / "c.tsv", tmp_path / "c.de"
+    path.write_bytes(data)
+    other.write_text("x\ny\n")
+    readers = [read_lines, read_text_file, read_texts, read_tsv, read_parallel, read_labelled, read_utf8,
+               lambda p: read_pair(p, other), lambda p: decode_utf8(p.read_bytes(), where=str(p))]
+    for read in readers:
+        with pytest.raises(DataError) as e:
+            read(path)
+        assert str(e.value) == f"{path}:2: not valid UTF-8 (byte 0xe9 at column 4); the text must be UTF-8"
+    stdin(monkeypatch, data)
+    with pytest.raises(DataError, match=r"^stdin:2: not valid UTF-8 \(byte 0xe9 at column 4\); the text must be "
+                                        r"UTF-8$"):
+        read_lines(None)
+
+
+JSONL_READERS = [  # (reader, the fields it needs as its messages name them)
+    (lambda p: read_jsonl(p, src_field="text", tgt_field="label"), "'text' and 'label'"),
+    (read_parallel, "'src' and 'tgt'"),
+    (read_labelled, "'text' and 'label'"),
+    (read_text_jsonl, "'text'"),
+    (read_texts, "'text'"),
+    (lambda p: list(read_jsonl_records(p, strings=["text"], values=["label"])), "'text' and 'label'"),
+]
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    (b"not json", "not valid JSON (Expecting value at column 1)"),
+    (b'{"text": "a", "label": "x"', "not valid JSON (Expecting ',' delimiter at column 27)"),
+    (b"[1, 2]", "expected a JSON object with {fields}, got list"),
+    (b'"text"', "expected a JSON object with {fields}, got str"),
+    (b'{"text": "caf\xe9", "label": "x"}', "not valid UTF-8 (byte 0xe9 at column 14); the text must be UTF-8"),
+])
+def test_every_jsonl_reader_names_the_same_bad_line_alike(tmp_path: Path, line: bytes, message: str) -> None:
+    """One JSON Lines reader (`read_jsonl_records`), whatever the fields each reader needs."""
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b'{"text": "fine", "label": "x", "src": "a", "tgt": "b"}\n\n' + line + b"\n")
+    for read, fields in JSONL_READERS:
+        with pytest.raises(DataError) as e:
+            read(path)
+        assert str(e.value) == f"{path}:3: " + message.format(fields=fields)
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ('{"label": "x"}', "missing field 'text'"),
+    ('{"text": 3, "label": "x"}', "field 'text' must be a string, got int"),
+    ('{"text": null, "label": "x"}', "field 'text' must be a string, got NoneType"),
+])
+def test_a_missing_or_wrong_field_is_named_alike(tmp_path: Path, line: str, message: str) -> None:
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"text": "fine", "label": "x"}\n' + line + "\n")
+    for read, fields in JSONL_READERS:
+        if "'src'" in fields:
+            continue
+        with pytest.raises(DataError) as e:
+            read(path)
+        assert str(e.value) == f"{path}:2: {message}"
+
+
+def test_jsonl_readers_drop_a_byte_order_mark_and_windows_line_ends(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"src": "a", "tgt": "b", "text": " one ", "label": 1}\r\n\r\n'
+                     b'{"src": "c", "tgt": "d", "text": "two", "label": "x"}\r\n')
+    assert read_jsonl(path) == [("a", "b"), ("c", "d")]
+    assert read_text_jsonl(path) == ["one", "two"]
+    labelled = read_labelled(path)
+    assert labelled.texts == ["one", "two"] and labelled.names == ["1", "x"]  # a number is a label too
+    assert [n for n, _ in read_jsonl_records(path, strings=["text"])] == [1, 3]
+
+
+def test_a_missing_file_is_named_alike(tmp_path: Path) -> None:
+    path = tmp_path / "none.jsonl"
+    for read, _ in JSONL_READERS[:1] + JSONL_READERS[2:4]:
+        with pytest.raises(DataError, match=rf"^{re.escape(str(path))}: no such file$"):
+            read(path)

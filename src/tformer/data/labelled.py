@@ -17,18 +17,17 @@ from the training labels is an error naming it.
 from __future__ import annotations
 
 import io
-import json
 import os
 import random
 import sys
 import tarfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
-from tformer.data.parallel import JSONL_SUFFIXES, DataError
-from tformer.data.text import BBC_TOPICS, _decode, load_bbc_articles
+from tformer.data.lines import JSONL_SUFFIXES, DataError, decode_utf8, read_jsonl_records
+from tformer.data.text import BBC_TOPICS, file_text, load_bbc_articles
 
 SPLITS = ("train", "validation", "test")
 VADER_SDIST = "vaderSentiment-3.3.2.tar.gz"
@@ -83,7 +82,7 @@ def _sentiment_snippets(archive: Path) -> tuple[tuple[str, float], ...]:
     except (tarfile.TarError, KeyError, AttributeError, OSError) as err:
         raise DataError(f"{archive}: not the vaderSentiment 3.3.2 source archive ({err})") from None
     rows = []
-    for number, line in enumerate(_decode(archive, raw).splitlines(), start=1):
+    for number, line in enumerate(decode_utf8(raw, where=f"{archive}:{VADER_INNER[1]}").splitlines(), start=1):
         fields = line.split("\t")
         if len(fields) != 3:
             raise DataError(f"{archive}:{VADER_INNER[1]}:{number}: expected id<TAB>rating<TAB>text")
@@ -106,31 +105,29 @@ def load_sentiment(split: str, *, archive: str | os.PathLike | None = None) -> L
 # --- your own files ------------------------------------------------------------------------------------
 
 
-def read_labelled_rows(path: str | os.PathLike) -> list[tuple[str, str]]:
-    """(label, text) rows of a TSV (`label<TAB>text`) or JSONL ({"text", "label"}) file."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
-    text = _decode(path, path.read_bytes())
-    rows = []
-    for number, line in enumerate(text.split("\n"), start=1):
+def _numbered_rows(path: Path) -> Iterator[tuple[int, str, str]]:
+    """(line number, label, text) of each line of a labelled file that is not blank, not yet checked."""
+    if path.suffix in JSONL_SUFFIXES:
+        for number, record in read_jsonl_records(path, strings=("text",), values=("label",)):
+            yield number, str(record["label"]), record["text"]  # a label may be a number
+        return
+    for number, line in enumerate(file_text(path).split("\n"), start=1):
         if not line.strip():
             continue
-        if path.suffix in JSONL_SUFFIXES:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DataError(f"{path}:{number}: not valid JSON ({err.msg})") from None
-            if not isinstance(record, dict) or "text" not in record or "label" not in record:
-                raise DataError(f"{path}:{number}: expected an object with 'text' and 'label'")
-            label, body = str(record["label"]), record["text"]
-        else:
-            label, sep, body = line.partition("\t")
-            if not sep:
-                raise DataError(f"{path}:{number}: expected label<TAB>text, found no tab")
-        if not str(body).strip() or not label.strip():
+        label, sep, body = line.partition("\t")
+        if not sep:
+            raise DataError(f"{path}:{number}: expected label<TAB>text, found no tab")
+        yield number, label, body
+
+
+def read_labelled_rows(path: str | os.PathLike) -> list[tuple[str, str]]:
+    """(label, text) rows of a TSV (`label<TAB>text`) or JSONL ({"text": "...", "label": ...}) file."""
+    path = Path(path)
+    rows = []
+    for number, label, body in _numbered_rows(path):
+        if not body.strip() or not label.strip():
             raise DataError(f"{path}:{number}: empty {'text' if label.strip() else 'label'}")
-        rows.append((label.strip(), str(body).strip()))
+        rows.append((label.strip(), body.strip()))
     if not rows:
         raise DataError(f"{path}: no examples")
     return rows

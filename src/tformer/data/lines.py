@@ -8,21 +8,37 @@ nothing else. `str.splitlines` would also split at U+2028, U+2029, U+0085, form 
 separators \\x1c-\\x1e, which appear inside real sentences (PDF extractions, old Mac text), so 3 lines in would
 give 6 out. stdin is read as bytes and decoded here, as a file is, so a byte that is not UTF-8 gets the same
 message from both, whatever the locale.
+
+Also the one UTF-8 decoder of a user's file (`decode_utf8`, `read_utf8`: every reader in `tformer.data`
+calls it) and the one JSON Lines reader (`read_jsonl_records`), so that a bad byte or a bad record line
+gets one message, whichever reader meets it:
+    FILE:LINE: not valid UTF-8 (byte 0xff at column 7); the text must be UTF-8
+    FILE:LINE: not valid JSON (Expecting value at column 1)
+    FILE:LINE: expected a JSON object with 'src' and 'tgt', got list
+    FILE:LINE: missing field 'tgt'
+    FILE:LINE: field 'tgt' must be a string, got int
 """
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import stat
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from tformer.files import is_special_file
 
 STDIN = "stdin"
 TRUNCATE_NOTE = "; shorten it, or cut it to the context on purpose (--truncate; truncate=True)"
+JSONL_SUFFIXES = (".jsonl", ".ndjson")
+
+
+class DataError(ValueError):
+    """Malformed input data (what the user fixes in the file); the message names the file and line."""
 
 
 def source_name(path: str | os.PathLike | None) -> str:
@@ -38,7 +54,6 @@ def read_lines(path: str | os.PathLike | None) -> list[str]:
         if sys.stdin is None:  # started with stdin closed (`<&-`)
             raise ValueError("there is no stdin to read; give --input FILE")
         raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8")
-        what = STDIN
     else:
         try:
             raw = Path(path).read_bytes()
@@ -46,20 +61,68 @@ def read_lines(path: str | os.PathLike | None) -> list[str]:
             raise ValueError(f"input file {path} does not exist") from None
         except IsADirectoryError:
             raise ValueError(f"input file {path} is a directory; give a file of text, one item a line") from None
-        what = f"input file {path}"
-    return split_lines(decode_utf8(raw, what=what))
+    return split_lines(decode_utf8(raw, where=name))
 
 
-def decode_utf8(raw: bytes, *, what: str, offset: int = 0, first_line: int = 1) -> str:
-    """`raw` as UTF-8 text (a leading byte-order mark dropped when `raw` starts the input, `offset` 0); a
-    ValueError naming `what`, the offset of the first bad byte (0-based, as Python counts) and its line.
-    `offset` and `first_line`: where `raw` starts in a longer input (a piece of stdin read as it arrives)."""
+def decode_utf8(raw: bytes, *, where: str, first_line: int = 1) -> str:
+    """`raw`, the bytes of a user's file (or stdin) named `where`, as UTF-8 text, its line ends kept; a
+    byte-order mark at the start of the input is dropped. Bytes that are not UTF-8 raise a DataError naming
+    `where`, the line, the first bad byte and its column (in bytes, from 1):
+    "FILE:LINE: not valid UTF-8 (byte 0xff at column 7); the text must be UTF-8".
+    `first_line`: the number of the line `raw` starts with when it is a piece of a longer input cut at line
+    ends (one line of a file read line by line; the lines of stdin read so far); only line 1 is the start."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         line = raw.count(b"\n", 0, e.start) + first_line
-        raise ValueError(f"{what} is not UTF-8 (byte {offset + e.start}): {raw[e.start]:#04x} in line {line}") from None
-    return text.removeprefix("\ufeff") if offset == 0 else text
+        column = e.start - raw.rfind(b"\n", 0, e.start)  # counted from the line's "\n", or from -1 on line 1
+        raise DataError(f"{where}:{line}: not valid UTF-8 (byte {raw[e.start]:#04x} at column {column}); "
+                        f"the text must be UTF-8") from None
+    return text.removeprefix("\ufeff") if first_line == 1 else text
+
+
+def existing_file(path: str | os.PathLike) -> Path:
+    """`path` as a Path; a DataError "PATH: no such file" if it is not a file."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    return path
+
+
+def read_utf8(path: str | os.PathLike) -> str:
+    """The text of the user's file `path` (`existing_file`, `decode_utf8`)."""
+    path = existing_file(path)
+    return decode_utf8(path.read_bytes(), where=str(path))
+
+
+def read_jsonl_records(path: str | os.PathLike, *, strings: Sequence[str] = (),
+                       values: Sequence[str] = ()) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (line number, object) for each line of the JSON Lines file `path` that is not blank: one JSON
+    object a line, the text read by `read_utf8` and cut by `split_lines`. Each object must hold the fields
+    `strings`, with strings, and `values`, with any JSON value; other fields are ignored. A DataError naming
+    the file and the line otherwise (the formats in the module docstring), raised when that line is reached,
+    so that a caller's own checks of the lines before it come first."""
+    path = Path(path)
+    fields = [repr(field) for field in [*strings, *values]]
+    wanted = " and ".join([", ".join(fields[:-1]), fields[-1]] if len(fields) > 1 else fields)  # 'a', 'b' and 'c'
+    for number, line in enumerate(split_lines(read_utf8(path)), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise DataError(f"{path}:{number}: not valid JSON ({err.msg} at column {err.colno})") from None
+        if not isinstance(record, dict):
+            with_fields = f" with {wanted}" if wanted else ""
+            raise DataError(f"{path}:{number}: expected a JSON object{with_fields}, got {type(record).__name__}")
+        for field in [*strings, *values]:
+            if field not in record:
+                raise DataError(f"{path}:{number}: missing field {field!r}")
+        for field in strings:
+            if not isinstance(record[field], str):
+                raise DataError(f"{path}:{number}: field {field!r} must be a string, got "
+                                f"{type(record[field]).__name__}")
+        yield number, record
 
 
 def line_batches(path: str | os.PathLike | None, *, max_batch: int) -> Iterator[list[str]]:
@@ -93,8 +156,8 @@ def _live_stdin(path: str | os.PathLike | None) -> int | None:
 def _live_batches(fd: int, *, max_batch: int) -> Iterator[list[str]]:
     """Batches of the whole lines read from `fd`: a blocking read for the first bytes, then what `select`
     says is there without waiting. A line is decoded only once whole ("\n" is never inside a UTF-8
-    character), so the byte offsets and line numbers of an error count from the start of stdin."""
-    pending, offset, line = b"", 0, 1  # bytes not yet decoded; where they start in stdin; their line
+    character), so the line numbers of an error count from the start of stdin."""
+    pending, line = b"", 1  # bytes not yet decoded; the line of stdin they start
     eof = False
     while not eof:
         chunk = os.read(fd, 1 << 16)
@@ -108,8 +171,8 @@ def _live_batches(fd: int, *, max_batch: int) -> Iterator[list[str]]:
         whole, pending = pending[:cut], pending[cut:]
         if not whole:
             continue
-        lines = split_lines(decode_utf8(whole, what=STDIN, offset=offset, first_line=line))
-        offset, line = offset + len(whole), line + whole.count(b"\n")
+        lines = split_lines(decode_utf8(whole, where=STDIN, first_line=line))
+        line += whole.count(b"\n")
         for start in range(0, len(lines), max_batch):
             yield lines[start : start + max_batch]
 
@@ -161,5 +224,6 @@ def check_writable(path: str | os.PathLike, *, what: str) -> None:
         raise ValueError(f"{what} {path}: directory {nearest} is not writable")
 
 
-__all__ = ["STDIN", "TRUNCATE_NOTE", "check_line_lengths", "check_writable", "decode_utf8", "format_lines",
-           "line_batches", "read_lines", "source_name", "split_lines"]
+__all__ = ["JSONL_SUFFIXES", "STDIN", "TRUNCATE_NOTE", "DataError", "check_line_lengths", "check_writable",
+           "decode_utf8", "existing_file", "format_lines", "line_batches", "read_jsonl_records", "read_lines",
+           "read_utf8", "source_name", "split_lines"]

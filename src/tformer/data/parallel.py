@@ -12,37 +12,24 @@ corpus is fixed at its source rather than silently skipped.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from itertools import zip_longest
 from pathlib import Path
+
+from tformer.data.lines import JSONL_SUFFIXES, DataError, decode_utf8, existing_file, read_jsonl_records
 
 Pair = tuple[str, str]
 PathLike = str | Path
 
 TSV_SUFFIXES = (".tsv", ".tab")
-JSONL_SUFFIXES = (".jsonl", ".ndjson")
-
-
-class DataError(ValueError):
-    """Malformed input data; the message names the file and line."""
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Yield (line number, decoded line without its line ending), failing on bytes that are not UTF-8."""
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
-    with path.open("rb") as f:
+    """Yield (line number, decoded line without its line ending), read and decoded (`decode_utf8`) a line at
+    a time, so that a long corpus fails at its first bad line without being read whole."""
+    with existing_file(path).open("rb") as f:
         for number, raw in enumerate(f, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise DataError(
-                    f"{path}:{number}: not valid UTF-8 (byte {raw[err.start]:#04x} at column {err.start + 1})"
-                ) from None
-            if number == 1:
-                line = line.removeprefix("\ufeff")  # a byte-order mark is not text
-            yield number, line.rstrip("\r\n")
+            yield number, decode_utf8(raw, where=str(path), first_line=number).rstrip("\r\n")
 
 
 def _text(value: str, *, path: Path, number: int, side: str) -> str:
@@ -86,26 +73,9 @@ def read_pair(src_path: PathLike, tgt_path: PathLike) -> list[Pair]:
 def read_jsonl(path: PathLike, *, src_field: str = "src", tgt_field: str = "tgt") -> list[Pair]:
     """Read one JSON object a line with string fields `src_field` and `tgt_field`."""
     path = Path(path)
-    pairs = []
-    for number, line in _lines(path):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DataError(f"{path}:{number}: invalid JSON ({err.msg} at column {err.colno})") from None
-        if not isinstance(record, dict):
-            raise DataError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
-        texts = []
-        for field, side in ((src_field, "source"), (tgt_field, "target")):
-            if field not in record:
-                raise DataError(f"{path}:{number}: missing field {field!r}")
-            if not isinstance(record[field], str):
-                raise DataError(f"{path}:{number}: field {field!r} must be a string, got "
-                                f"{type(record[field]).__name__}")
-            texts.append(_text(record[field], path=path, number=number, side=f"{side} ({field!r})"))
-        pairs.append((texts[0], texts[1]))
-    return pairs
+    return [(_text(record[src_field], path=path, number=number, side=f"source ({src_field!r})"),
+             _text(record[tgt_field], path=path, number=number, side=f"target ({tgt_field!r})"))
+            for number, record in read_jsonl_records(path, strings=(src_field, tgt_field))]
 
 
 def read_parallel(spec: PathLike | Sequence[PathLike]) -> list[Pair]:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import importlib.resources
 import importlib.util
-import json
 import random
 import sqlite3
 from collections.abc import Sequence
@@ -32,7 +31,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from tformer.data.bible import TEST_BOOK, VALIDATION_BOOK, _read_translation, bible_db_path
-from tformer.data.parallel import JSONL_SUFFIXES, DataError
+from tformer.data.lines import JSONL_SUFFIXES, DataError, read_jsonl_records, read_utf8
 
 PathLike = str | Path
 SPLITS = ("train", "validation", "test")
@@ -46,44 +45,23 @@ BBC_VALID_FRACTION, BBC_TEST_FRACTION = 0.05, 0.10
 # --- your own text --------------------------------------------------------------------------------------
 
 
-def _decode(path: Path, raw: bytes) -> str:
-    """UTF-8 text without a byte-order mark and with "\\n" line endings; a DataError naming the line if not."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
-        column = err.start - (raw.rfind(b"\n", 0, err.start) + 1) + 1
-        raise DataError(f"{path}:{line}: not valid UTF-8 (byte {raw[err.start]:#04x} at column {column})") from None
-    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+def file_text(path: PathLike) -> str:
+    """The text of a user's file (`read_utf8`) with "\\n" line endings: Windows "\\r\\n" and old Mac "\\r"
+    become "\\n"."""
+    return read_utf8(path).replace("\r\n", "\n").replace("\r", "\n")
 
 
 def read_text_file(path: PathLike) -> list[str]:
     """The file as one document ([] if it holds only whitespace)."""
-    path = Path(path)
-    text = _decode(path, path.read_bytes()).strip()
+    text = file_text(path).strip()
     return [text] if text else []
 
 
 def read_text_jsonl(path: PathLike, *, field: str = "text") -> list[str]:
-    """One document per JSON object a line, from its string field `field`; blank lines are skipped."""
-    path = Path(path)
-    docs = []
-    for number, line in enumerate(_decode(path, path.read_bytes()).split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DataError(f"{path}:{number}: invalid JSON ({err.msg} at column {err.colno})") from None
-        if not isinstance(record, dict):
-            raise DataError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
-        if field not in record:
-            raise DataError(f"{path}:{number}: missing field {field!r}")
-        if not isinstance(record[field], str):
-            raise DataError(f"{path}:{number}: field {field!r} must be a string, got {type(record[field]).__name__}")
-        if text := record[field].strip():
-            docs.append(text)
-    return docs
+    """One document per JSON object a line (`read_jsonl_records`), from its string field `field`; blank
+    lines and empty documents are skipped."""
+    texts = (record[field].strip() for _, record in read_jsonl_records(path, strings=(field,)))
+    return [text for text in texts if text]
 
 
 def read_texts(paths: PathLike | Sequence[PathLike]) -> list[str]:
