@@ -1,19 +1,47 @@
 """tformer's benchmarks: speed, memory and quality measured against the field's own tools, as a package run
 from the repository root (`python -m benchmarks.<name> [--quick]`; `make bench` runs the speed parts).
-Measurements, never tests: figures live in docs/ and the README; tests/benchmarks runs each at `--quick`.
+Measurements, never tests: results go to docs/bench/, the README shows the headlines and docs/results.md
+the lab notes; tests/benchmarks runs each at `--quick`. The programs the crash-safety tests drive
+(kill_resume, crash_in_save) are test harnesses and live in tests/harnesses/.
 
-    common             timing, medians of alternating contenders, slopes, forecasts, --quick, JSON results
-    machine            the machine's limits: matmul GFLOP/s, copy and mat-vec bandwidth
-    bench              `make bench`: train_speed, generate, translate_speed, attention_memory; docs/bench/
-    train_speed        training tokens/s and MFU against transformers and torch.nn.Transformer
-    torch_transformer  torch.nn.Transformer behind our encoder-decoder interface (train_speed's contender)
-    generate           GPT generation against transformers' generate
-    translate_speed    greedy and beam translation against MarianMTModel.generate
-    translate_baseline MarianMTModel trained from scratch with our run's data and budget
-    attention_memory   the longest sequence exact attention handles within a memory cap
-    complexity         the notes' complexity table: time and memory against n and d; docs/complexity/
+Every module of the package, what it measures, and where its results go (-> the default output; "kept:"
+where the default is the terminal and the run kept under docs/bench/ was written with `--out FILE`):
+
+    attention_memory   the longest sequence one exact attention layer handles within 4 GiB, and its time
+                       -> a part of bench: docs/bench/results.json
+    bench              `make bench`: machine, train_speed, generate, translate_speed, ct2_speed and
+                       attention_memory in sequence -> docs/bench/results.json and docs/bench/README.md
+    common             what every benchmark shares: timing, alternating contenders, slopes, forecasts,
+                       --quick, JSON results -> nothing of its own
+    complexity         the notes' complexity table: time and memory of one layer against n and d
+                       -> docs/bench/complexity/ (results.json, table.md, three log-log plots)
+    ct2_parity         CTranslate2 against tformer on one trained translator: the same translations? how fast?
+                       -> the terminal (docs/ct2.md quotes a run)
+    ct2_speed          greedy and beam-4 translation, batch-1 and batch-8 generation against CTranslate2, fp32
+                       and int8 -> a part of bench; kept: docs/bench/ct2-speed.json, docs/bench/int8-ct2-speed.json
+    decode_profile     one decoding step by operator (torch.profiler) against CTranslate2's step
+                       -> kept: docs/bench/decode-profile.json, docs/bench/decode-profile-beam.json
+    extrapolation      every position scheme at lengths beyond training -> docs/bench/extrapolation/
+    generate           GPT generation against transformers' generate -> a part of bench: docs/bench/results.json
+    int8_kernels       which int8 weight-only matmul runs fastest on this CPU, on the project's layer shapes
+                       -> kept: docs/bench/int8-kernels.txt (printed), docs/bench/int8-kernels-compiled.json
+    int8_quality       int8 against fp32 and CTranslate2 int8 on trained checkpoints: quality and speed
+                       -> kept: docs/bench/int8.json
     lm_sweep           short GPT runs differing in one thing (shared by quality and extrapolation)
-    quality            every attention kind at equal budget: loss, speed, cache bytes; docs/quality/
-    extrapolation      every position scheme at lengths beyond training; docs/extrapolation/
-    kill_resume        SIGKILL a training at random steps, resume, compare bitwise
+                       -> nothing of its own
+    machine            the machine's limits: matmul GFLOP/s, copy and mat-vec bandwidth
+                       -> a part of bench: docs/bench/results.json
+    quality            every attention kind at equal budget: loss, speed, cache bytes -> docs/bench/quality/
+    serve_load         `tformer serve` under concurrent clients, with micro-batching and without
+                       -> kept: docs/bench/serve-load.json
+    threads            training steps/s against CPU threads, alone and beside busy processes
+                       -> docs/bench/threads.json
+    torch_transformer  torch.nn.Transformer behind our encoder-decoder interface (train_speed's contender)
+                       -> nothing of its own
+    train_speed        training tokens/s and MFU against transformers and torch.nn.Transformer
+                       -> a part of bench: docs/bench/results.json
+    translate_baseline MarianMTModel trained from scratch with our run's data and budget, both scored
+                       -> RUN/../<run name>-marian/comparison.json (docs/results.md quotes the runs)
+    translate_speed    greedy and beam translation against MarianMTModel.generate
+                       -> a part of bench: docs/bench/results.json
 """

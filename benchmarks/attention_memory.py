@@ -42,7 +42,8 @@ from torch import Tensor, nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from benchmarks.common import DTYPES, Limit, apply_quick, forecast, recent_slope, warm_median, write_json
+from benchmarks.common import Limit, apply_quick, forecast, recent_slope, warm_median, write_json
+from tformer.data.device import DTYPES
 from tformer.nn.attention import Attention
 from tformer.nn.kernels.exact import ExactAttention
 

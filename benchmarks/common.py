@@ -36,8 +36,6 @@ import torch
 
 from tformer.viz.complexity import fit_slope
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
 
 def sync(device: torch.device) -> None:
     """Drain the device's queue (CUDA runs asynchronously; the CPU needs nothing)."""

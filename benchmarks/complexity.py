@@ -4,7 +4,7 @@
         [--n 256 512 ... 32768] [--d 256] [--d-sweep 64 128 256 512 1024] [--d-n 2048] [--heads 4] [--batch 1]
         [--window 64 --pattern strided --block 64 --summary 4 --rank 128 --buckets 16 --rounds 2 --chunk 64]
         [--state 16 --expand 2 --ssm-conv 4 --kernel-size 3] [--reps 3] [--budget 20] [--mem-cap-gib 8]
-        [--fit-from 1024] [--at-n 4096] [--threads N] [--device cpu] [--seed 0] [--out docs/complexity] [--quick]
+        [--fit-from 1024] [--at-n 4096] [--threads N] [--device cpu] [--seed 0] [--out docs/bench/complexity] [--quick]
 
 The notes' table (Vaswani et al. 2017, Table 1, https://arxiv.org/abs/1706.03762) gives per layer the
 time, the sequential operations and the maximum path length of self-attention O(n^2 d), O(1), O(1);
@@ -114,7 +114,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=os.cpu_count(), help="torch.set_num_threads (default: all cores)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=Path("docs/complexity"))
+    p.add_argument("--out", type=Path, default=Path("docs/bench/complexity"))
     p.add_argument("--quick", action="store_true", help="a smoke run: tiny n and d, one repetition")
     args = p.parse_args(argv)
     if args.quick:

@@ -30,9 +30,9 @@ from torch import nn
 from benchmarks.common import alternate, write_json
 from tformer.data.padding import pad
 from tformer.decoding import beam_search, greedy
+from tformer.inference import decode_config, load
 from tformer.interop.ct2 import CT2Model, load_ct2, to_ct2, translate_ids
-from tformer.tasks.base import load_checkpoint
-from tformer.tasks.translation import decode_config, load_split, run_recipe
+from tformer.tasks.translation import load_split, run_recipe
 
 CPU = torch.device("cpu")
 
@@ -73,8 +73,9 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     recipe = run_recipe(args.checkpoint, command="evaluate", required=True)
-    decode = decode_config(recipe)
-    model, config, tokenizer = load_checkpoint(args.checkpoint, command="evaluate")
+    decode = decode_config(recipe.decode)
+    loaded = load(args.checkpoint, command="evaluate")
+    model, config, tokenizer = loaded.model, loaded.config, loaded.tokenizer
     pairs = load_split(recipe.data, args.split)[: args.limit]
     sources = [ids[: config.max_len] for ids in tokenizer.encode_batch([s for s, _ in pairs])]
     limits = dict(max_len_a=decode.max_len_a, max_len_b=decode.max_len_b)

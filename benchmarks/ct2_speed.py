@@ -43,6 +43,7 @@ import tformer
 from benchmarks.common import apply_quick, seconds, write_json
 from benchmarks.ct2_parity import ours
 from tformer.decoding import generate_greedy
+from tformer.decoding.layout import DecodingLayout
 from tformer.interop.ct2 import generate_ids, load_ct2, to_ct2, translate_ids
 from tformer.quant import quantize
 
@@ -141,8 +142,9 @@ def contender_call(task: str, contender: str, directory: Path, args: argparse.Na
         return lambda: translate_ids(ct2, **kw)
     if kind == "int8":
         model = quantize(model, "int8")
-    if "prompts" in kw:
-        return lambda: generate_greedy(model, kw["prompts"], max_new_tokens=kw["max_new_tokens"])
+    if "prompts" in kw:  # the decoding layout kept across calls, as `inference.load` keeps it for its holder
+        layout = DecodingLayout(model)
+        return lambda: generate_greedy(model, kw["prompts"], max_new_tokens=kw["max_new_tokens"], layout=layout)
     return lambda: ours(model, **kw)
 
 

@@ -3,7 +3,7 @@ scheme, then evaluated on longer blocks of the same validation text.
 
     python -m benchmarks.extrapolation [--steps 400] [--positions sinusoidal learned rope alibi]
                                        [--lengths 128 256 512 1024] [--eval-chars 32768]
-                                       [--runs runs/extrapolation] [--out docs/extrapolation] [--quick]
+                                       [--runs runs/extrapolation] [--out docs/bench/extrapolation] [--quick]
 
 Training: the gpt-bible recipe (src/tformer/recipes/gpt-bible.yaml) read by tformer's own loader
 (`load_recipe`) with key=value overrides, the
@@ -83,7 +83,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--eval-chars", type=int, default=32768, help="validation tokens predicted at every length")
     p.add_argument("--config", type=Path, default=CONFIG, help="the recipe the overrides apply to")
     p.add_argument("--runs", type=Path, default=Path("runs/extrapolation"), help="run directories: RUNS/<kind>")
-    p.add_argument("--out", type=Path, default=Path("docs/extrapolation"), help="results.json and table.md go here")
+    p.add_argument("--out", type=Path, default=Path("docs/bench/extrapolation"),
+                   help="results.json and table.md go here")
     p.add_argument("--quick", action="store_true", help="3 steps, small batches, a tiny evaluation: a smoke run")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = p.parse_args(argv)

@@ -36,8 +36,10 @@ from torch import nn
 
 import tformer
 from benchmarks import machine
-from benchmarks.common import DTYPES, alternate, timed, write_json
+from benchmarks.common import alternate, timed, write_json
+from tformer.data.device import DTYPES
 from tformer.decoding import generate_greedy
+from tformer.decoding.layout import DecodingLayout
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -87,8 +89,10 @@ def contenders(ours: nn.Module, hf: nn.Module, prompt: torch.Tensor, new: int,
     if compiled is not None:
         extra["tformer compiled"] = lambda: generate_greedy(compiled, rows, max_new_tokens=new)
 
+    layout = DecodingLayout(ours)  # kept across calls, as `inference.load` keeps it for its holder
+
     def run_ours() -> list[list[int]]:
-        return generate_greedy(ours, rows, max_new_tokens=new)
+        return generate_greedy(ours, rows, max_new_tokens=new, layout=layout)
 
     @torch.inference_mode()
     def run_hf() -> list[list[int]]:

@@ -1,7 +1,7 @@
 """Which int8 weight-only matmul this torch build runs fastest on this CPU, on the project's layer shapes.
 
     python -m benchmarks.int8_kernels [--reps 15] [--rows 1 8 256] [--shapes 160x640 ...] [--compile]
-        [--out docs/int8-kernels.json]
+        [--out docs/bench/int8-kernels.json]
 
 Contenders for y = x W^T + b, x (M, K), W (N, K), against fp32 `F.linear` in the same process, run in turn
 (`common.alternate`: reversed order on odd rounds, so a busier machine penalises none) and reported as

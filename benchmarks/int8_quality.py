@@ -2,7 +2,7 @@
 CTranslate2 int8 in this one process.
 
     python -m benchmarks.int8_quality [--translator runs/demo/best] [--lm runs/gpt-bible/best] [--limit 200]
-        [--batch-size 64] [--min-weights 0 ...] [--new-tokens 64] [--reps 3] [--threads 1] [--out docs/int8.json]
+        [--batch-size 64] [--min-weights 0 ...] [--new-tokens 64] [--reps 3] [--threads 1] [--out docs/bench/int8.json]
 
 Translator: the first --limit sentences of the test split (the Bible's: Acts), translated by `translate`
 (greedy and beam 4, --batch-size sentences a batch, the recipe's length limits and penalty) with the fp32
@@ -35,10 +35,10 @@ from benchmarks.common import alternate, write_json
 from benchmarks.ct2_parity import ours
 from tformer.decoding import generate_greedy
 from tformer.evaluation.bleu import score_corpus
+from tformer.inference import decode_config, load, translate
 from tformer.interop.ct2 import generate_ids, load_ct2, to_ct2, translate_ids
 from tformer.quant import MIN_WEIGHTS, count_int8, quantize
-from tformer.tasks.base import load_checkpoint
-from tformer.tasks.translation import decode_config, load_split, run_recipe, translate
+from tformer.tasks.translation import load_split, run_recipe
 
 CPU = torch.device("cpu")
 
@@ -62,7 +62,8 @@ def timings(calls: dict[str, Callable[[], object]], reps: int, base: str = "fp32
 
 def translator(path: Path, args: argparse.Namespace, tmp: Path) -> dict:
     recipe = run_recipe(path, command="evaluate", required=True)
-    model, config, tokenizer = load_checkpoint(path, command="evaluate")
+    loaded = load(path, command="evaluate")
+    model, config, tokenizer = loaded.model, loaded.config, loaded.tokenizer
     pairs = load_split(recipe.data, "test")[: args.limit]
     sentences, refs = [s for s, _ in pairs], [t for _, t in pairs]
     sources = [ids[: config.max_len] for ids in tokenizer.encode_batch(sentences)]
@@ -72,7 +73,7 @@ def translator(path: Path, args: argparse.Namespace, tmp: Path) -> dict:
     result: dict = {"checkpoint": str(path), "sentences": len(pairs), "batch_size": args.batch_size,
                     "int8_layers": {k: count_int8(m) for k, m in models.items()}, "bleu": {}, "seconds": {}}
     for beam in (1, 4):
-        decode = decode_config(recipe, beam=beam, batch_size=args.batch_size)
+        decode = decode_config(recipe.decode, beam=beam, batch_size=args.batch_size)
         limits = dict(max_len_a=decode.max_len_a, max_len_b=decode.max_len_b)
         settings = dict(limits, lenpen=decode.lenpen) if beam > 1 else limits
         bleu = {k: score_corpus(translate(m, tokenizer, sentences, decode, truncate=True), refs).bleu
@@ -96,7 +97,8 @@ def language_model(path: Path, args: argparse.Namespace, tmp: Path) -> dict:
     from tformer.tasks.lm import load_split as lm_split
 
     recipe = load_recipe(path.parent / "recipe.yaml", [])
-    model, config, tokenizer = load_checkpoint(path, command="score")
+    loaded = load(path, command="score")
+    model, config, tokenizer = loaded.model, loaded.config, loaded.tokenizer
     acts = lm_split(recipe.data, "test")
     models = {"fp32": model, **int8_models(model, args.min_weights)}
     task = LMTask(recipe, tokenizer, train_docs=acts, valid_docs=acts)

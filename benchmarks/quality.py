@@ -2,7 +2,7 @@
 trained on the same text for the same steps; validation loss, bits per character, speed and decoding memory.
 
     python -m benchmarks.quality [--steps 300] [--variants exact mqa ...] [--runs runs/quality]
-                                 [--out docs/quality] [--quick] [--no-progress]
+                                 [--out docs/bench/quality] [--quick] [--no-progress]
 
 The recipe is gpt-bible (src/tformer/recipes/gpt-bible.yaml) read by tformer's own loader (`load_recipe`)
 with key=value overrides,
@@ -89,7 +89,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS))
     p.add_argument("--config", type=Path, default=CONFIG, help="the recipe the overrides apply to")
     p.add_argument("--runs", type=Path, default=Path("runs/quality"), help="run directories: RUNS/<variant>")
-    p.add_argument("--out", type=Path, default=Path("docs/quality"), help="results.json and table.md go here")
+    p.add_argument("--out", type=Path, default=Path("docs/bench/quality"), help="results.json and table.md go here")
     p.add_argument("--quick", action="store_true", help="3 steps, small batches, a tiny evaluation: a smoke run")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = p.parse_args(argv)

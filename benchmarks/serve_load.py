@@ -226,8 +226,7 @@ def measure(url: str, bodies: list[dict], expected: list[list[str]], clients: in
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    from tformer.tasks import load_checkpoint
-    from tformer.tasks.translation import decode_config, run_recipe, translate
+    from tformer.inference import decode_config, load, run_decode, translate
 
     args = parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
@@ -236,13 +235,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(f"training a small translator ({args.train_steps} steps) ...", flush=True)
             checkpoint = train_small(Path(tmp), args.train_steps)
         sentences = source_sentences(args, checkpoint)
-        model, _, tokenizer = load_checkpoint(checkpoint, command="translate")
-        decode = decode_config(run_recipe(checkpoint), beam=args.beam)
+        loaded = load(checkpoint, command="translate")
+        model, tokenizer = loaded.model, loaded.tokenizer
+        decode = decode_config(run_decode(checkpoint), beam=args.beam)
         print(f"decoding {len(sentences)} sentences alone (the reference) ...", flush=True)
         start = time.perf_counter()
-        alone = [translate(model, tokenizer, [s], decode)[0] for s in sentences]
+        alone = [translate(model, tokenizer, [s], decode, layout=loaded.layout)[0] for s in sentences]
         alone_s = time.perf_counter() - start
-        del model
+        del model, loaded
         k = args.texts
         bodies = [{"texts": sentences[i * k:(i + 1) * k], **({"beam": args.beam} if args.beam else {})}
                   for i in range(args.requests)]

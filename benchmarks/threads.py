@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=140)
     parser.add_argument("--busy", type=int, nargs="+", default=[0, 1], help="processes spinning beside the run")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--out", default="docs/threads.json")
+    parser.add_argument("--out", default="docs/bench/threads.json")
     parser.add_argument("--quick", action="store_true", help="60 steps, one round")
     args = parser.parse_args(argv)
     if args.quick:

@@ -49,22 +49,22 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from tformer.checkpoints import tokenizer_dir
 from tformer.config import Seq2SeqConfig
 from tformer.data.batching import Batch, collate
 from tformer.data.device import resolve_device, to_device
 from tformer.evaluation import score_corpus
+from tformer.inference import DecodeConfig
 from tformer.interop.common import ACTIVATIONS_TO_HF
 from tformer.models.presets import build_model
 from tformer.tasks import load_recipe
 from tformer.tasks.translation import (
-    DecodeConfig,
     TranslationRecipe,
     TranslationTask,
     evaluate_checkpoint,
     model_config,
 )
 from tformer.tokenization.bpe import BPETokenizer
-from tformer.training.checkpoint import tokenizer_dir
 
 LR, WEIGHT_DECAY, CLIP_NORM = 5e-4, 0.01, 1.0
 

@@ -43,8 +43,9 @@ import transformers
 from torch import Tensor, nn
 
 import tformer
-from benchmarks.common import DTYPES, alternate, apply_quick, timed, write_json
+from benchmarks.common import alternate, apply_quick, timed, write_json
 from tformer.config import InitConfig, NormConfig, PositionConfig
+from tformer.data.device import DTYPES
 from tformer.decoding import beam_search, greedy
 
 QUICK = dict(layers=1, d_model=64, heads=4, vocab=256, batch=4, src_len=8, new_tokens=6, reps=1)

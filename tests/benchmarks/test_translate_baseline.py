@@ -15,9 +15,8 @@ import yaml
 import tformer
 from benchmarks import translate_baseline as baseline
 from tformer.cli import main as tformer_main
+from tformer.inference import DecodeConfig, load, translate
 from tformer.interop.hf import from_hf
-from tformer.tasks import load_checkpoint
-from tformer.tasks.translation import DecodeConfig, translate
 
 D, MAX_LEN = 32, 64
 
@@ -99,7 +98,7 @@ def test_script_trains_marian_and_compares(tmp_path, capsys) -> None:  # noqa: A
     assert [s for s, _ in theirs["loss_curve"]] == list(range(5, 101, 5))  # the recipe's log_every
     assert curve[0] > curve[-1] + 0.5  # from about ln V = 5.7 nats, smoothed, steadily down (100 steps: 4.7)
 
-    ours_model, _, _ = load_checkpoint(tmp_path / "run" / "best")
+    ours_model = load(tmp_path / "run" / "best").model
     saved = transformers.MarianConfig.from_pretrained(out_dir / "model")
     c = ours_model.config
     assert (saved.d_model, saved.encoder_layers, saved.decoder_layers, saved.encoder_attention_heads,

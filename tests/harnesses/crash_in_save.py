@@ -1,7 +1,7 @@
 """Run `tformer` and SIGKILL it at one chosen moment inside one chosen save of OUT_DIR/last: the crash a
 power cut or an OOM killer deals a checkpoint write, placed exactly instead of by chance.
 
-    python -m benchmarks.crash_in_save --save N --at POINT -- train recipe.yaml out_dir=... [--resume]
+    python -m tests.harnesses.crash_in_save --save N --at POINT -- train recipe.yaml out_dir=... [--resume]
 
 The moments of a save (`tformer.files.atomic_directory`), in order:
     written     every file of the new checkpoint is in `.last.tmp-*`, nothing flushed to disk yet

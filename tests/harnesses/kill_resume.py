@@ -1,8 +1,8 @@
 """Kill a training run with SIGKILL at random steps, resume it each time, and check that the final weights
 are bitwise identical to those of a run never interrupted.
 
-    python -m benchmarks.kill_resume [--kills 20] [--steps 60] [--seed 0] [--out-dir runs/kill_resume]
-                                     [--save-crashes]
+    python -m tests.harnesses.kill_resume [--kills 20] [--steps 60] [--seed 0] [--out-dir runs/kill_resume]
+                                          [--save-crashes]
 
 Each run is a real `python -m tformer train` process on a small translation recipe (made up here: a
 synthetic English-German TSV corpus) with train.save_every=1, so a kill loses at most the step in flight.
@@ -31,7 +31,7 @@ from pathlib import Path
 import safetensors.torch
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the repository root
 WORDS = "the a house cat dog sees big small red blue runs sleeps".split()
 GERMAN = dict(zip(WORDS, "der ein Haus Katze Hund sieht gross klein rot blau rennt schlaeft".split(), strict=True))
 
@@ -68,13 +68,13 @@ def command(recipe: Path, out_dir: Path, *, resume: bool, crash: tuple[int, str]
     if crash is None:
         return [sys.executable, "-m", "tformer", *args]
     save, point = crash
-    return [sys.executable, "-m", "benchmarks.crash_in_save", "--save", str(save), "--at", point, "--", *args]
+    return [sys.executable, "-m", "tests.harnesses.crash_in_save", "--save", str(save), "--at", point, "--", *args]
 
 
 def start(recipe: Path, out_dir: Path, *, resume: bool, crash: tuple[int, str] | None = None) -> subprocess.Popen:
     """A training process; one thread, as every run here uses: another thread count sums in another order,
     and the weights would differ in the last bits for that reason alone. Run from the repository root, so
-    that `benchmarks` is importable."""
+    that `tests.harnesses` is importable."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.Popen(command(recipe, out_dir, resume=resume, crash=crash), env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
@@ -131,7 +131,7 @@ def crashed_in_save(recipe: Path, out_dir: Path, *, save: int, point: str, resum
 def save_crashes(root: Path, recipe: Path, straight: Path, *, save: int) -> dict[str, bool]:
     """For every moment of a save: kill a fresh run there at its `save`-th save, resume it to the end, and
     compare with `straight`."""
-    from benchmarks.crash_in_save import POINTS
+    from tests.harnesses.crash_in_save import POINTS
 
     result = {}
     for point in POINTS:

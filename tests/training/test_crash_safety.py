@@ -1,8 +1,8 @@
 """Crash safety, through real `python -m tformer train` processes: SIGKILL at 3 random steps with a resume
 after each gives bitwise the weights of an uninterrupted run, and so does a SIGKILL at each moment of a save
-(benchmarks/crash_in_save.py: files written, flushed, the old `last` moved aside, the new one in place, the
+(tests/harnesses/crash_in_save.py: files written, flushed, the old `last` moved aside, the new one in place, the
 old one removed); SIGTERM and SIGINT save the step they stop at and exit with 128 + the signal's number and a
-message (benchmarks/kill_resume.py does 20 kills)."""
+message (tests/harnesses/kill_resume.py does 20 kills)."""
 
 import signal
 import subprocess
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import kill_resume
-from benchmarks.crash_in_save import POINTS
+from tests.harnesses import kill_resume
+from tests.harnesses.crash_in_save import POINTS
 from tformer.training.checkpoint import load_training_state
 
 STEPS = 10
@@ -72,7 +72,7 @@ def test_a_stop_signal_saves_the_step_and_exits_cleanly(straight, tmp_path, sig)
 
 
 def test_kill_resume_script_reports(tmp_path) -> None:  # noqa: ANN001
-    done = subprocess.run([sys.executable, "-m", "benchmarks.kill_resume",
+    done = subprocess.run([sys.executable, "-m", "tests.harnesses.kill_resume",
                            "--kills", "99", "--steps", "10", "--out-dir", str(tmp_path)], capture_output=True,
                           text=True, cwd=kill_resume.ROOT)
     assert done.returncode == 2 and "--kills=99 must be in 1..steps-2=8" in done.stderr

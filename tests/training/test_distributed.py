@@ -2,7 +2,6 @@
 1 process with accum_steps=2 (the same global batch) to 1e-5, with DDP and with FSDP; only rank 0 writes;
 and a checkpoint saved by 2 ranks resumes on 1 (and back) to the same end."""
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -11,10 +10,7 @@ from pathlib import Path
 import pytest
 import safetensors.torch
 
-SCRIPT = Path(__file__).parents[2] / "benchmarks" / "kill_resume.py"
-spec = importlib.util.spec_from_file_location("kill_resume", SCRIPT)
-kill_resume = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(kill_resume)
+from tests.harnesses import kill_resume
 
 STEPS = 6
 NO_DROPOUT = "model.overrides.dropout={embed: 0.0, residual: 0.0}"  # ranks draw other masks than one process

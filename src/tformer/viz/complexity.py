@@ -1,4 +1,4 @@
-"""The complexity benchmark's results (`benchmarks/complexity.py`, written to docs/complexity/results.json) as
+"""The complexity benchmark's results (`benchmarks/complexity.py`, written to docs/bench/complexity/results.json) as
 log-log plots, each kind's fitted slope in the legend.
 
 results.json: {"args": ..., "claims": {kind: {"n_slope", "d_slope", ...}}, "results": {kind: {"n": sweep,
