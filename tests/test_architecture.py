@@ -26,12 +26,12 @@ def modules() -> dict[str, Path]:
     return out
 
 
-def imported(name: str, file: Path, mods: dict[str, Path]) -> set[str]:
-    """The dotted names `file` (module `name`) imports anywhere in it, relative imports resolved:
-    `from p import x` gives `p.x` when that is a module, else `p`."""
+def imported(name: str, file: Path, mods: dict[str, Path], part: ast.AST | None = None) -> set[str]:
+    """The dotted names `file` (module `name`) imports anywhere in it (or in its `part` only), relative
+    imports resolved: `from p import x` gives `p.x` when that is a module, else `p`."""
     package = name if file.name == "__init__.py" else name.rpartition(".")[0]
     out = set()
-    for node in ast.walk(ast.parse(file.read_text(), filename=str(file))):
+    for node in ast.walk(part or ast.parse(file.read_text(), filename=str(file))):
         if isinstance(node, ast.Import):
             out |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -121,3 +121,49 @@ def test_viz_imports_no_tasks_or_training() -> None:
               for name, file in mods.items() if inside(name, "tformer.viz")}
     upward = {name: targets for name, targets in upward.items() if targets}
     assert not upward, f"viz/ modules import tasks, training or cli: {upward}"
+
+
+def closure(starts: set[str], graph: dict[str, set[str]]) -> set[str]:
+    """Every tformer module that importing `starts` runs, `starts` included."""
+    seen, todo = set(), list(starts)
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += graph.get(name, ())
+    return seen
+
+
+def function_imports(name: str, function: str) -> set[str]:
+    """The tformer modules the body of `function` in module `name` imports (its lazy imports)."""
+    mods = modules()
+    tree = ast.parse(mods[name].read_text(), filename=str(mods[name]))
+    (node,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function]
+    return imported(name, mods[name], mods, node) & mods.keys()
+
+
+TRAINING = ("tformer.training", "tformer.tasks")
+# the commands that use a trained model, by module and function: they load it through `tformer.inference`
+INFERENCE_COMMANDS = [("tformer.cli.translate", "cmd_translate"), ("tformer.cli.lm", "cmd_generate"),
+                      ("tformer.cli.lm", "cmd_score"), ("tformer.cli.classify", "cmd_classify"),
+                      ("tformer.cli.viz", "cmd_attention"), ("tformer.cli.serve", "cmd_serve")]
+
+
+def test_closure_and_function_imports_are_read() -> None:
+    graph = import_graph()
+    assert "tformer.training.loop" in closure({"tformer.tasks.translation"}, graph)
+    assert "tformer.tasks.translation" in function_imports("tformer.cli.translate", "cmd_evaluate")
+
+
+def test_inference_serve_and_the_inference_commands_import_no_training() -> None:
+    """Using a trained model never runs the training loop's modules: not the inference layer, not the server,
+    not the commands that translate, generate, score, classify, draw attention or serve (each with every
+    module its imports run, lazy ones in its body included)."""
+    graph, mods = import_graph(), modules()
+    starts = {"inference": {n for n in mods if inside(n, "tformer.inference")},
+              "serve": {n for n in mods if inside(n, "tformer.serve")}}
+    starts |= {f"{m}.{f}": {m} | function_imports(m, f) for m, f in INFERENCE_COMMANDS}
+    found = {what: sorted(n for n in closure(names, graph) if any(inside(n, t) for t in TRAINING))
+             for what, names in starts.items()}
+    found = {what: names for what, names in found.items() if names}
+    assert not found, f"these import training or tasks: {found}"

@@ -18,8 +18,8 @@ import yaml
 import tformer
 from tformer.cli import main
 from tformer.decoding import beam_search, generate, greedy
+from tformer.inference import load
 from tformer.quant import Int8Linear, count_int8, quantize
-from tformer.tasks import load_checkpoint
 from tformer.tokenization import BPETokenizer, CharTokenizer, WordPieceTokenizer
 from tformer.training.checkpoint import save_checkpoint
 
@@ -90,9 +90,9 @@ def test_an_unknown_mode_is_refused_naming_the_allowed_ones(checkpoints: dict[st
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ValueError, match=r"^unknown quantization 'int4'; allowed: int8$"):
         quantize(models()["gpt"], "int4")
-    monkeypatch.setattr("tformer.tasks.base.load_model", lambda path: pytest.fail("loaded"))
+    monkeypatch.setattr("tformer.inference.loaded.load_model", lambda path: pytest.fail("loaded"))
     with pytest.raises(ValueError, match=r"^unknown quantization 'int4'; allowed: int8$"):  # before loading
-        load_checkpoint(checkpoints["gpt"], quantization="int4")
+        load(checkpoints["gpt"], quantization="int4")
 
 
 def test_a_model_off_the_cpu_or_not_fp32_is_refused() -> None:
@@ -128,14 +128,14 @@ def digests(path: Path) -> dict[str, str]:
     return {str(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(path.rglob("*")) if f.is_file()}
 
 
-def test_load_checkpoint_quantizes_in_memory_and_leaves_the_files_fp32(checkpoints: dict[str, Path],
+def test_load_quantizes_in_memory_and_leaves_the_files_fp32(checkpoints: dict[str, Path],
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("tformer.quant.MIN_WEIGHTS", 0)
     before = digests(checkpoints["gpt"])
-    model, _, _ = load_checkpoint(checkpoints["gpt"], command="generate", quantization="int8")
+    model = load(checkpoints["gpt"], command="generate", quantization="int8").model
     assert count_int8(model) > 0
     assert digests(checkpoints["gpt"]) == before
-    fp32, _, _ = load_checkpoint(checkpoints["gpt"], command="generate")
+    fp32 = load(checkpoints["gpt"], command="generate").model
     assert count_int8(fp32) == 0 and all(p.dtype == torch.float32 for p in fp32.parameters())
 
 
@@ -148,7 +148,7 @@ def test_int8_through_the_command_line(kind: str, args: list[str], checkpoints: 
                                        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
     monkeypatch.setattr("tformer.quant.MIN_WEIGHTS", 0)  # every layer, however small
     quantized = []
-    monkeypatch.setattr("tformer.tasks.base.quantize", lambda m, mode: quantized.append(quantize(m, mode)))
+    monkeypatch.setattr("tformer.inference.loaded.quantize", lambda m, mode: quantized.append(quantize(m, mode)))
     monkeypatch.setattr("sys.stdin", __import__("io").StringIO("the cat\na big house\n"))
     before = digests(checkpoints[kind])
     (tmp_path / "lines.txt").write_text("the cat\na big house\n", encoding="utf-8")
@@ -188,7 +188,7 @@ def test_int8_off_the_cpu_or_in_a_half_type_is_refused_before_loading(
     if fake is not None:  # a GPU that this machine does not have
         monkeypatch.setattr("tformer.serve.service.resolve_device", fake)
         monkeypatch.setattr("tformer.data.device.resolve_device", fake)
-    monkeypatch.setattr("tformer.tasks.base.load_model", lambda *a, **k: pytest.fail("loaded"))
+    monkeypatch.setattr("tformer.inference.loaded.load_model", lambda *a, **k: pytest.fail("loaded"))
     argv = [command[0], "--checkpoint", str(checkpoints["gpt"]), *command[1:], "--device", device, "--dtype", dtype,
             "--int8"]
     assert main(argv) == 2

@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from tformer.cli import options
-from tformer.tasks.translation import DecodeConfig
+from tformer.inference import DecodeConfig
 
 
 @pytest.mark.parametrize("text", ["nan", "NaN", "inf", "-inf", "Infinity", "1e999", "-1e999"])

@@ -1,5 +1,5 @@
-"""`tformer.tasks.base`: one loader for trained checkpoints, which names the kind of model a checkpoint holds
-and, for a command that cannot use it, which commands can; through `tformer.cli.main` that is one line
+"""`tformer.inference.load`: one loader for trained checkpoints, which names the kind of model a checkpoint
+holds and, for a command that cannot use it, which commands can; through `tformer.cli.main` that is one line
 `tformer: error: ...` and exit code 2, before anything else is read (a run's recipe.yaml included)."""
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ import yaml
 
 import tformer
 from tformer.cli import main
-from tformer.tasks import load_checkpoint
-from tformer.tasks.base import NEEDS, check_kind
-from tformer.tasks.translation import training_rates
+from tformer.decoding.layout import DecodingLayout
+from tformer.inference import NEEDS, DecodeConfig, check_kind, load, run_decode
 from tformer.tokenization import BPETokenizer, CharTokenizer, WordPieceTokenizer
 from tformer.training.checkpoint import save_checkpoint
 
@@ -56,13 +55,15 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
-def test_load_checkpoint_returns_model_config_and_tokenizer(checkpoints: dict[str, Path]) -> None:
+def test_load_returns_model_config_tokenizer_kind_and_layout(checkpoints: dict[str, Path]) -> None:
     for kind in KINDS:
-        model, config, tokenizer = load_checkpoint(checkpoints[kind])
-        assert model.config == config and not model.training
-        assert tokenizer.vocab_size <= config.vocab_size
-    model, _, _ = load_checkpoint(checkpoints["bert classifier"], command="classify")
-    assert isinstance(model, tformer.BertClassifier)
+        loaded = load(checkpoints[kind])
+        assert loaded.model.config == loaded.config and not loaded.model.training
+        assert loaded.tokenizer.vocab_size <= loaded.config.vocab_size
+        assert loaded.kind == kind and loaded.path == str(checkpoints[kind])
+        assert isinstance(loaded.layout, DecodingLayout) and loaded.layout.model is loaded.model
+    loaded = load(checkpoints["bert classifier"], command="classify")
+    assert isinstance(loaded.model, tformer.BertClassifier)
 
 
 def test_every_command_takes_its_own_kinds(checkpoints: dict[str, Path]) -> None:
@@ -103,19 +104,28 @@ def test_the_refusals_read_as_before(checkpoints: dict[str, Path]) -> None:
 
 
 def test_a_tokenizer_larger_than_the_model_is_refused(checkpoints: dict[str, Path], tmp_path: Path) -> None:
-    _, _, tokenizer = load_checkpoint(checkpoints["seq2seq"])
+    tokenizer = load(checkpoints["seq2seq"]).tokenizer
     config = tformer.preset("transformer-tiny", {**TINY, "vocab_size": tokenizer.vocab_size - 5})
     save_checkpoint(tmp_path / "ckpt", model=tformer.build_model(config), config=config, tokenizer=tokenizer)
     with pytest.raises(ValueError, match=f"checkpoint {tmp_path / 'ckpt'}: the tokenizer has {tokenizer.vocab_size} "
                                          f"tokens but the model's vocab_size={config.vocab_size}"):
-        load_checkpoint(tmp_path / "ckpt")
+        load(tmp_path / "ckpt")
 
 
-def test_training_rates_median_and_overall() -> None:
-    records = [{"step": 50, "tokens_per_s": 1000.0, "elapsed_s": 1.0},  # 1,000 tokens in 1 s
-               {"step": 100, "tokens_per_s": 100.0, "elapsed_s": 11.0},  # 1,000 tokens in 10 s: a busy machine
-               {"step": 100, "eval/bleu": 3.0},
-               {"step": 150, "tokens_per_s": 1000.0, "elapsed_s": 12.0}]  # 1,000 tokens in 1 s
-    median, overall = training_rates(records)
-    assert median == 1000.0 and overall == 3000.0 / 12.0
-    assert training_rates([{"step": 1, "eval/bleu": 1.0}]) == (None, None)
+def test_run_decode_reads_the_decode_section_beside_the_checkpoint(checkpoints: dict[str, Path],
+                                                                   tmp_path: Path) -> None:
+    path = checkpoints["seq2seq"]
+    assert run_decode(path) == DecodeConfig()  # a recipe.yaml without a decode: section
+    recipe = path.parent / "recipe.yaml"
+    saved = recipe.read_text()
+    try:
+        recipe.write_text(saved + "decode: {beam: 2, lenpen: 0.6}\n")
+        assert run_decode(path) == DecodeConfig(beam=2, lenpen=0.6)
+        recipe.write_text(saved + "decode: {beam: 0}\n")
+        with pytest.raises(ValueError, match=r"is not a valid recipe: decode.beam=0 must be at least 1"):
+            run_decode(path)
+    finally:
+        recipe.write_text(saved)
+    config = tformer.preset("transformer-tiny", {**TINY, "vocab_size": 300})
+    save_checkpoint(tmp_path / "alone", model=tformer.build_model(config), config=config)
+    assert run_decode(tmp_path / "alone") is None  # no run directory around it

@@ -23,8 +23,8 @@ import tformer
 from tformer.cli import main
 from tformer.data import collate
 from tformer.decoding import greedy
+from tformer.inference import DecodeConfig, translate
 from tformer.interop import to_hf
-from tformer.tasks.translation import DecodeConfig, translate
 from tformer.tokenization import BPETokenizer
 from tformer.training.checkpoint import save_checkpoint
 from tformer.training.losses import label_smoothed_nll

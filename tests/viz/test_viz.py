@@ -17,7 +17,7 @@ from matplotlib.image import imread
 
 import tformer
 from tformer.cli import main
-from tformer.tasks import load_checkpoint
+from tformer.inference import load
 from tformer.tasks.report import write_report
 from tformer.tokenization import CharTokenizer, WordPieceTokenizer
 from tformer.training.checkpoint import save_checkpoint
@@ -107,7 +107,8 @@ def check_distributions(maps: list[attention.AttentionMap]) -> None:
 
 
 def test_gpt_attention_is_causal_and_rows_sum_to_one(gpt) -> None:  # noqa: ANN001
-    model, _, tokenizer = load_checkpoint(gpt)
+    loaded = load(gpt)
+    model, tokenizer = loaded.model, loaded.tokenizer
     maps = attention.attention_maps(model, tokenizer, "And the earth")
     check_distributions(maps)
     (m,) = maps
@@ -118,7 +119,8 @@ def test_gpt_attention_is_causal_and_rows_sum_to_one(gpt) -> None:  # noqa: ANN0
 
 
 def test_bert_attention_has_cls_and_sep(bert) -> None:  # noqa: ANN001
-    model, _, tokenizer = load_checkpoint(bert)
+    loaded = load(bert)
+    model, tokenizer = loaded.model, loaded.tokenizer
     (m,) = attention.attention_maps(model, tokenizer, SENTENCE)
     check_distributions([m])
     assert m.part == "encoder" and m.weights.shape[0] == 3
@@ -127,7 +129,8 @@ def test_bert_attention_has_cls_and_sep(bert) -> None:  # noqa: ANN001
 
 
 def test_translation_attention_parts_and_alignment(translation_run) -> None:  # noqa: ANN001
-    model, _, tokenizer = load_checkpoint(translation_run / "best")
+    loaded = load(translation_run / "best")
+    model, tokenizer = loaded.model, loaded.tokenizer
     maps = attention.attention_maps(model, tokenizer, SENTENCE, target="der Hund")
     check_distributions(maps)
     assert [m.part for m in maps] == ["encoder", "decoder", "cross"]
@@ -183,7 +186,8 @@ def test_attention_of_an_imported_hugging_face_gpt2(tmp_path) -> None:  # noqa: 
                                      n_positions=64, bos_token_id=eot, eos_token_id=eot)
     transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path / "hf")
     assert main(["convert", "--from-hf", str(tmp_path / "hf"), "--out", str(tmp_path / "ours")]) == 0
-    model, _, tokenizer = load_checkpoint(tmp_path / "ours")
+    loaded = load(tmp_path / "ours")
+    model, tokenizer = loaded.model, loaded.tokenizer
     (m,) = attention.attention_maps(model, tokenizer, "In the beginning God")
     check_distributions([m])
     assert m.queries[0] == "<|endoftext|>" and "God" in m.queries

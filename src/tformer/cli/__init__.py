@@ -13,7 +13,7 @@
     tformer plot attention --checkpoint DIR --text TEXT [--target TEXT] [--part P] [--layer L] [--head H] [-o F]
     tformer plot positions [--max-len N] [--d-model D] [--heads H] [--out-dir DIR] [--format png|svg]
     tformer plot curves RUN_DIR [RUN_DIR ...] [-o FILE]
-    tformer plot complexity [--results docs/complexity/results.json] [--out-dir DIR] [--format png|svg]
+    tformer plot complexity [--results docs/bench/complexity/results.json] [--out-dir DIR] [--format png|svg]
     tformer report RUN_DIR [-o FILE]
     tformer serve --checkpoint DIR [--host H] [--port P] [--device D] [--max-batch N] [--batch-wait-ms MS] ...
     tformer recipes list   |   tformer recipes copy NAME DEST [--overwrite]

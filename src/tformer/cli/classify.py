@@ -25,16 +25,15 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 def cmd_classify(args: argparse.Namespace) -> int:
     from tformer.data.lines import source_name
-    from tformer.tasks.base import load_checkpoint
-    from tformer.tasks.classify import top_labels
+    from tformer.inference import load, top_labels
 
     if args.top < 1:
         raise ValueError(f"--top={args.top} must be a positive integer")
     shared.check_output(args.output)
-    model, _, tokenizer = load_checkpoint(args.checkpoint, command="classify", **shared.placement(args))
+    loaded = load(args.checkpoint, command="classify", **shared.placement(args))
 
     def answer(lines: list[str], first: int) -> list[str]:
-        results = top_labels(model, tokenizer, lines, top=args.top, truncate=args.truncate,
+        results = top_labels(loaded.model, loaded.tokenizer, lines, top=args.top, truncate=args.truncate,
                              where=source_name(args.input), first_line=first)
         return ["\t".join(f"{name}\t{p:.4f}" for name, p in labels) for labels in results]
 

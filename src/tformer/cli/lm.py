@@ -6,7 +6,7 @@
 
 `generate` continues each prompt (every --prompt, else each line of --input or stdin) N times
 (`tasks.lm.sample_prompts`), streaming the text to stdout as it is sampled, or one JSON object a sample;
-`score` prints a table of each line's scores (`tasks.scoring`), or log p(target | source) under an
+`score` prints a table of each line's scores (`inference.score`), or log p(target | source) under an
 encoder-decoder.
 """
 
@@ -54,25 +54,24 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from tformer.data.lines import read_lines
+    from tformer.decoding.generate import check_max_new_tokens
     from tformer.decoding.sampling import check_sampling
-    from tformer.tasks.base import load_checkpoint
-    from tformer.tasks.lm import sample_prompts
+    from tformer.inference import load, sample_prompts
 
-    if args.max_new_tokens < 0:
-        raise ValueError(f"--max-new-tokens={args.max_new_tokens} must be >= 0")
+    check_max_new_tokens(args.max_new_tokens, what="--max-new-tokens")
     check_sampling(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)  # before the load
     shared.check_output(args.output)
     prompts = list(args.prompt or [])
     if args.input is not None or not prompts:
         prompts += read_lines(args.input)
-    model, _, tokenizer = load_checkpoint(args.checkpoint, command="generate", **shared.placement(args))
+    loaded = load(args.checkpoint, command="generate", **shared.placement(args))
     stream = not args.json and shared.is_std(args.output)  # text to stdout: each piece as it is sampled
     total, out = len(prompts) * args.num_samples, []
-    samples = sample_prompts(model, tokenizer, prompts, num_samples=args.num_samples,
+    samples = sample_prompts(loaded.model, loaded.tokenizer, prompts, num_samples=args.num_samples,
                              max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
                              top_p=args.top_p, seed=args.seed, stop_at_eos=not args.no_stop,
                              on_text=(lambda _prompt, _sample, piece: shared.write_text(shared.STD, piece))
-                             if stream else None)
+                             if stream else None, layout=loaded.layout)
     for k, s in enumerate(samples):
         if args.json:
             text = json.dumps({"prompt": prompts[s.prompt], "prompt_number": s.prompt + 1, "sample": s.sample + 1,
@@ -90,14 +89,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_score(args: argparse.Namespace) -> int:
     from tformer.config import Seq2SeqConfig
     from tformer.data.lines import source_name
-    from tformer.tasks.base import load_checkpoint
-    from tformer.tasks.scoring import read_scored_lines, score_lines, score_pairs, token_scores
+    from tformer.inference import load, read_scored_lines, score_lines, score_pairs, token_scores
 
     if args.file is not None and not shared.is_std(args.input):
         raise ValueError(f"give the file to score once: as FILE ({args.file}) or as --input ({args.input})")
     source = args.file if args.file is not None else args.input
     shared.check_output(args.output)
-    model, config, tokenizer = load_checkpoint(args.checkpoint, command="score", **shared.placement(args))
+    loaded = load(args.checkpoint, command="score", **shared.placement(args))
+    model, config, tokenizer = loaded.model, loaded.config, loaded.tokenizer
     numbered = read_scored_lines(source)  # {line number in the file: line}, the empty lines left out
     numbers, lines = list(numbered), list(numbered.values())
     rows = []

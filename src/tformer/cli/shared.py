@@ -53,7 +53,7 @@ def add_placement(p: argparse.ArgumentParser, *, int8: bool = False) -> None:
 
 
 def placement(args: argparse.Namespace) -> dict[str, str | None]:
-    """The keyword arguments of `tasks.base.load_checkpoint` that place (and maybe quantize) the model."""
+    """The keyword arguments of `inference.load` that place (and maybe quantize) the model."""
     quantization = "int8" if getattr(args, "int8", False) else None
     return {"device": args.device, "dtype": args.dtype, "quantization": quantization}
 

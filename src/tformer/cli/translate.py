@@ -7,7 +7,7 @@
     tformer demo CONFIG.yaml|NAME [key=value ...]
 
 Decoding settings not given come from the run's recipe.yaml beside the checkpoint
-(`tasks.translation.run_recipe`), else the defaults. Input is read by `data.lines.line_batches` (one sentence
+(`inference.run_decode`), else the defaults. Input is read by `data.lines.line_batches` (one sentence
 a line, split at "\n" only; from a pipe, each line as it arrives, translated with those already waiting) and
 the translations written one a line: to stdout after each batch, or by `files.write_output`, which writes a
 FIFO, a pipe (`--output >(cmd)`) or a symbolic link's target in place and a regular file atomically.
@@ -68,16 +68,15 @@ def decode_args(args: argparse.Namespace) -> dict:
 
 def cmd_translate(args: argparse.Namespace) -> int:
     from tformer.data.lines import source_name
-    from tformer.tasks.base import load_checkpoint
-    from tformer.tasks.translation import decode_config, run_recipe, translate
+    from tformer.inference import decode_config, load, run_decode, translate
 
     shared.check_output(args.output)  # refuse an output that cannot be written before decoding, not after
-    decode = decode_config(run_recipe(args.checkpoint), **decode_args(args))
-    model, _, tokenizer = load_checkpoint(args.checkpoint, command="translate", **shared.placement(args))
+    decode = decode_config(run_decode(args.checkpoint), **decode_args(args))
+    loaded = load(args.checkpoint, command="translate", **shared.placement(args))
 
     def answer(lines: list[str], first: int) -> list[str]:
-        return translate(model, tokenizer, lines, decode, truncate=args.truncate, where=source_name(args.input),
-                         first_line=first)
+        return translate(loaded.model, loaded.tokenizer, lines, decode, truncate=args.truncate,
+                         where=source_name(args.input), first_line=first, layout=loaded.layout)
 
     shared.answer_lines(args, answer, max_batch=decode.batch_size)
     return 0
@@ -86,7 +85,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from tformer.data.lines import check_writable, format_lines
     from tformer.files import write_output
-    from tformer.tasks.translation import decode_config, evaluate_checkpoint, evaluation_report, run_recipe
+    from tformer.inference import decode_config
+    from tformer.tasks.translation import evaluate_checkpoint, evaluation_report, run_recipe
 
     if args.limit is not None and args.limit < 1:
         raise ValueError(f"--limit={args.limit} must be a positive integer")
@@ -94,7 +94,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.hyp_out is not None:
         check_writable(args.hyp_out, what="--hyp-out")
     recipe = run_recipe(args.checkpoint, command="evaluate", required=True)
-    decode = decode_config(recipe, **decode_args(args))
+    decode = decode_config(recipe.decode, **decode_args(args))
     scores, pairs, hyps = evaluate_checkpoint(args.checkpoint, recipe.data, args.split, decode, limit=args.limit,
                                               progress=True, **shared.placement(args))
     if args.hyp_out is not None:

@@ -4,7 +4,7 @@
                            [-o FILE] [--device D] [--dtype T]
     tformer plot positions [--max-len N] [--d-model D] [--heads H] [--out-dir DIR] [--format png|svg]
     tformer plot curves RUN_DIR [RUN_DIR ...] [-o FILE]
-    tformer plot complexity [--results docs/complexity/results.json] [--out-dir DIR] [--format png|svg]
+    tformer plot complexity [--results docs/bench/complexity/results.json] [--out-dir DIR] [--format png|svg]
     tformer report RUN_DIR [-o FILE]
 
 A FILE's suffix picks the format (.png or .svg); `-o`, `--output` and `--out` are one option. Bad values
@@ -52,7 +52,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=cmd_curves)
 
     p = plots.add_parser("complexity", help="the complexity benchmark's results, log-log with fitted slopes")
-    p.add_argument("--results", default="docs/complexity/results.json", help="benchmarks/complexity.py output")
+    p.add_argument("--results", default="docs/bench/complexity/results.json", help="benchmarks/complexity.py output")
     add_out_dir(p)
     p.set_defaults(run=cmd_complexity)
 
@@ -69,13 +69,13 @@ def add_out_dir(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_attention(args: argparse.Namespace) -> int:
-    from tformer.tasks.base import load_checkpoint
+    from tformer.inference import load
     from tformer.viz.attention import attention_maps, plot_attention, select
     from tformer.viz.figures import output_format, save_figure
 
     output_format(args.out)  # a bad suffix fails before the model runs
-    model, _, tokenizer = load_checkpoint(args.checkpoint, **shared.placement(args))
-    maps = attention_maps(model, tokenizer, args.text, target=args.target)
+    loaded = load(args.checkpoint, **shared.placement(args))
+    maps = attention_maps(loaded.model, loaded.tokenizer, args.text, target=args.target)
     select(maps, part=args.part, layer=args.layer, head=args.head)  # a bad --part/--layer/--head fails here
     print(f"wrote {save_figure(plot_attention(maps, part=args.part, layer=args.layer, head=args.head), args.out)}")
     return 0

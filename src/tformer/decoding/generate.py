@@ -39,6 +39,15 @@ def left_pad(prompts: Sequence[Sequence[int]], *, pad_id: int, device: torch.dev
     return ids, valid_mask([len(p) for p in prompts], width=ids.shape[1], side="left", device=device)  # (B, P)
 
 
+def check_max_new_tokens(n: int, *, what: str = "max_new_tokens", most: int | None = None, limit: str = "") -> None:
+    """The one check of a number of tokens to generate: from 0 (`most`: up to that, `limit` naming where
+    that bound comes from); a ValueError naming it as `what` otherwise."""
+    if most is not None and not 0 <= n <= most:
+        raise ValueError(f"{what}={n} is not allowed; give 0 to {most}{f' ({limit})' if limit else ''}")
+    if n < 0:
+        raise ValueError(f"{what}={n} must be >= 0")
+
+
 def check_prompts(prompts: Sequence[Sequence[int]], *, max_new_tokens: int, max_len: int) -> None:
     """A ValueError for no prompts, an empty prompt, or more tokens than the model has positions for."""
     if len(prompts) == 0:
@@ -46,8 +55,7 @@ def check_prompts(prompts: Sequence[Sequence[int]], *, max_new_tokens: int, max_
     empty = [i for i, p in enumerate(prompts) if len(p) == 0]
     if empty:
         raise ValueError(f"prompt(s) {empty} are empty; each needs at least one token (e.g. a start token)")
-    if max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens={max_new_tokens} must be >= 0")
+    check_max_new_tokens(max_new_tokens)
     longest = max(len(p) for p in prompts)
     if longest + max_new_tokens > max_len:
         raise ValueError(f"the longest prompt ({longest} tokens) + max_new_tokens={max_new_tokens} = "
@@ -124,4 +132,4 @@ def generate_greedy(model: nn.Module, prompts: Sequence[Sequence[int]], *, max_n
                     use_cache=use_cache, pad_id=pad_id, on_token=on_token, layout=layout)
 
 
-__all__ = ["check_prompts", "generate", "generate_greedy", "left_pad", "next_logits"]
+__all__ = ["check_max_new_tokens", "check_prompts", "generate", "generate_greedy", "left_pad", "next_logits"]

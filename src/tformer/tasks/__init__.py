@@ -1,6 +1,6 @@
 """Jobs built on the library: each task has a typed recipe (read from YAML plus key=value overrides) and
-the functions that train and use it; `base` holds what they share (the model spec, the training skeleton
-`run_task`, and `load_checkpoint`, the one way to load a trained model with its config and tokenizer)."""
+the functions that train and evaluate it; `base` holds what they share (the model spec and the training
+skeleton `run_task`). Using a trained model is `tformer.inference`'s."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from tformer.configio import apply_overrides, from_dict, read_yaml
 from tformer.recipes import resolve
-from tformer.tasks.base import ModelSpec, load_checkpoint, run_task
+from tformer.tasks.base import ModelSpec, run_task
 from tformer.tasks.bert import PretrainRecipe, train_bert
 from tformer.tasks.classify import ClassifyRecipe, train_classifier
 from tformer.tasks.lm import LMRecipe, train_lm
@@ -53,4 +53,4 @@ def train(recipe: Any, *, resume: bool = False, overwrite: bool = False, progres
     return TASKS[recipe.task][1](recipe, resume=resume, overwrite=overwrite, progress=progress)
 
 
-__all__ = ["TASKS", "ModelSpec", "load_checkpoint", "load_recipe", "run_task", "train"]
+__all__ = ["TASKS", "ModelSpec", "load_recipe", "run_task", "train"]

@@ -1,6 +1,5 @@
-"""What every task shares: the model part of a recipe, the skeleton a task's training runs through, and
-the one way to load a trained checkpoint for use (model, config, tokenizer, checked against each other and
-against the command that wants it).
+"""What every task shares: the model part of a recipe, and the skeleton a task's training runs through
+(loading a trained checkpoint for use is `tformer.inference`'s).
 
 A task (translation, lm, bert, classify) keeps its own part in its module: its data, its batches and loss
 (a `training.loop.Task`), how it builds its model and tokenizer (`setup`), and what it does once trained
@@ -18,13 +17,12 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from tformer.config import TransformerConfig, family_of
+from tformer.config import TransformerConfig
 from tformer.configio import check_choice, dump_yaml, flat_keys, parse_yaml, read_yaml, shown, to_dict
-from tformer.data.device import check_placement, device_of, place, to_device
+from tformer.data.device import device_of, to_device
 from tformer.models.calc import model_summary
-from tformer.quant import check_mode, quantize
-from tformer.tokenization import check_vocabulary, load_tokenizer
-from tformer.training.checkpoint import load_config, load_model, tokenizer_dir
+from tformer.tokenization import load_tokenizer
+from tformer.training.checkpoint import tokenizer_dir
 from tformer.training.distributed import launched_world
 from tformer.training.loop import Task, fit
 from tformer.training.losses import label_smoothed_nll, nll_sum
@@ -169,70 +167,5 @@ def token_nll(model: nn.Module, batches: list[Any], forward: Forward, *, pad_id:
     return total, count
 
 
-# --- trained checkpoints --------------------------------------------------------------------------------
-
-# command -> (the kinds of checkpoint it takes, how its refusal of another kind reads)
-NEEDS: dict[str, tuple[tuple[str, ...], str]] = {
-    "translate": (("seq2seq",), "holds a {config}, not an encoder-decoder; translate needs a seq2seq checkpoint"),
-    "evaluate": (("seq2seq",), "holds a {config}, not an encoder-decoder; evaluate needs a seq2seq checkpoint"),
-    "generate": (("gpt",), "holds a {config}; generate needs a GPT"),
-    "score": (("gpt", "seq2seq"), "holds a {config}; score needs a GPT or an encoder-decoder"),
-    "classify": (("bert classifier",), "holds a {model}; classify needs a BertClassifier (train one with task: "
-                                       "classify)"),
-}
-
-
-def checkpoint_kind(config: TransformerConfig, model_class: str = "") -> str:
-    """What a checkpoint holds, in the words the commands use: its family (seq2seq, gpt, bert), or
-    "bert classifier" for a BERT with a classification head."""
-    family = family_of(config)
-    return "bert classifier" if family == "bert" and model_class == "BertClassifier" else family
-
-
-def check_kind(path: str | Path, command: str) -> None:
-    """A ValueError unless checkpoint `path` holds a kind of model `command` takes, saying what it holds
-    and which commands take that. Reads only config.yaml, so a command can check before anything else."""
-    config, model_class = load_config(path)
-    kind = checkpoint_kind(config, model_class)
-    takes, refusal = NEEDS[command]
-    if kind in takes:
-        return
-    held = refusal.format(config=type(config).__name__, model=model_class or kind)
-    users = [c for c, (kinds, _) in NEEDS.items() if kind in kinds]
-    use = f"tformer {' / '.join(users)}" if users else "fine-tuning a classifier (task: classify, model.init_from)"
-    raise ValueError(f"checkpoint {path} {held}; a {kind} checkpoint is for {use}")
-
-
-def load_checkpoint(path: str | Path, *, command: str | None = None, device: str = "cpu", dtype: str = "float32",
-                    quantization: str | None = None) -> tuple[nn.Module, TransformerConfig, Any]:
-    """(model in eval mode, config, tokenizer) of a checkpoint directory, trained here or imported with
-    `tformer convert --from-hf`. With `command` (a key of NEEDS), a checkpoint of a kind that command does
-    not take is refused first (`check_kind`). The tokenizer must make no id the model has no embedding for
-    (an encoder-decoder's one tokenizer serves both sides, so it must fit the smaller vocabulary). The model
-    is placed on `device` in `dtype` (`data.device.place`). `quantization` ("int8", or None for none) is
-    applied in memory once loaded (`tformer.quant`: float32 on the CPU only); the files stay fp32. All of
-    these are checked before anything loads; device "auto" means the CPU for int8."""
-    if quantization is not None and device == "auto":
-        device = "cpu"
-    where, _ = check_placement(device=device, dtype=dtype)
-    if quantization is not None:
-        check_mode(quantization)
-        if where.type != "cpu" or dtype != "float32":
-            raise ValueError(f"--int8 runs in float32 on the CPU only (got --device {device} --dtype {dtype}); "
-                             "drop --int8, or use --device cpu --dtype float32")
-    if command is not None:
-        check_kind(path, command)
-    model, config = load_model(path)
-    model = place(model, device=device, dtype=dtype)
-    if tokenizer_dir(path) is None:
-        raise ValueError(f"checkpoint {path} has no tokenizer/ directory")
-    tokenizer = load_tokenizer(path)
-    shared = min(config.vocab_size, getattr(config, "src_vocab_size", None) or config.vocab_size)
-    check_vocabulary(tokenizer, shared, where=f"checkpoint {path}")
-    if quantization is not None:
-        quantize(model, quantization)
-    return model, config, tokenizer
-
-
-__all__ = ["RESUME_MAY_CHANGE", "ModelSpec", "Setup", "check_kind", "check_recipe", "check_resumed_recipe",
-           "checkpoint_kind", "load_checkpoint", "run_task", "token_loss", "token_nll"]
+__all__ = ["RESUME_MAY_CHANGE", "ModelSpec", "Setup", "check_recipe", "check_resumed_recipe", "run_task", "token_loss",
+           "token_nll"]

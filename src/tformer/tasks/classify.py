@@ -6,9 +6,9 @@ text), or fine-tuning a pretrained encoder, `model.init_from`: a tformer pretrai
 the encoder's config and tokenizer, adds a fresh classification head, and trains everything.
 
 Data (`tformer.data.labelled`): "bbc" topics, "sentiment" (the VADER movie-review snippets), or your TSV /
-JSONL files. Training texts longer than the context keep their first max_len - 2 pieces; a text to
-classify that is longer is refused unless truncation is asked for (`classify(truncate=True)`). The best checkpoint (by
-validation accuracy) is scored on the test split at the end: out_dir/test.json.
+JSONL files. Training texts longer than the context keep their first max_len - 2 pieces (classifying a user's
+text is `inference.classify`'s, which refuses a longer one unless asked to truncate). The best checkpoint
+(by validation accuracy) is scored on the test split at the end: out_dir/test.json.
 
 B batch, T length, C classes.
 """
@@ -19,26 +19,26 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from tformer.checkpoints import load_model
 from tformer.config import BertConfig
 from tformer.configio import shown
 from tformer.data.device import device_of, to_device
 from tformer.data.labelled import Labelled, load_bbc_topics, load_sentiment, read_labelled
-from tformer.data.lines import TRUNCATE_NOTE, check_line_lengths
 from tformer.data.nsp import length_batches
-from tformer.data.padding import pad, valid_mask
+from tformer.inference.classify import ClassBatch, collate_texts, encode_texts
+from tformer.inference.loaded import load
 from tformer.models.bert import BertClassifier
 from tformer.models.presets import preset
-from tformer.tasks.base import ModelSpec, Setup, check_recipe, load_checkpoint, run_task
+from tformer.tasks.base import ModelSpec, Setup, check_recipe, run_task
 from tformer.tokenization.hf import check_vocabulary, load_tokenizer
 from tformer.tokenization.wordpiece import WordPieceTokenizer
-from tformer.training.checkpoint import load_model
 from tformer.training.config import TrainConfig
 from tformer.training.optim import OptimConfig
 from tformer.training.schedules import ScheduleConfig
@@ -111,29 +111,6 @@ def load_split(data: ClassifyDataConfig, split: str, *, names: list[str] | None 
 # --- the task ------------------------------------------------------------------------------------------
 
 
-class ClassBatch(NamedTuple):
-    ids: Tensor  # (B, T) [CLS] text [SEP], padded
-    valid: Tensor  # (B, T)
-    labels: Tensor  # (B,)
-
-
-def encode_texts(tokenizer: Any, texts: list[str], max_len: int, *, truncate: bool = True,
-                 where: str = "input", first_line: int = 1) -> list[list[int]]:
-    """[CLS] pieces [SEP] per text, the pieces cut to max_len - 2 (training data); without `truncate`, a
-    text of more pieces is refused with a ValueError naming its line of `where` (user text to classify;
-    `first_line`: the number of the first text's line)."""
-    pieces = tokenizer.encode_batch(texts)
-    if not truncate:
-        check_line_lengths(map(len, pieces), limit=max_len - 2, max_len=max_len, where=where, note=TRUNCATE_NOTE,
-                           first=first_line)
-    return [[tokenizer.bos_id, *ids[: max_len - 2], tokenizer.eos_id] for ids in pieces]
-
-
-def collate_texts(rows: list[list[int]], labels: list[int], *, pad_id: int) -> ClassBatch:
-    ids = pad(rows, pad_id)  # (B, T)
-    return ClassBatch(ids, valid_mask([len(r) for r in rows], width=ids.shape[1]), torch.tensor(labels))
-
-
 class ClassifyTask:
     """Length-sorted batches of [CLS] text [SEP]; cross entropy per example; validation accuracy."""
 
@@ -185,7 +162,8 @@ def pretrained_encoder(path: str | Path) -> tuple[nn.Module, BertConfig, Any]:
     """(the encoder `Bert` module, its config, its tokenizer) of a tformer or Hugging Face BERT checkpoint."""
     path = Path(path)
     if not (path / "config.json").is_file():  # a tformer checkpoint
-        model, config, tokenizer = load_checkpoint(path)
+        loaded = load(path)
+        model, config, tokenizer = loaded.model, loaded.config, loaded.tokenizer
     else:  # a Hugging Face directory
         from tformer.interop import from_hf
 
@@ -256,30 +234,3 @@ def train_classifier(recipe: ClassifyRecipe, *, resume: bool = False, overwrite:
     return run_task(recipe, setup, resume=resume, overwrite=overwrite, progress=progress, finish=finish)
 
 
-@torch.inference_mode()
-def classify(model: BertClassifier, tokenizer: Any, texts: list[str], *, truncate: bool = False,
-             where: str = "input", batch_size: int = 64, first_line: int = 1) -> Tensor:
-    """Class probabilities (N, C) of `texts`, in input order (float32, on the CPU, wherever the model runs).
-    A text longer than the context (max_len - 2 pieces) is refused, naming its line of `where` (counted from
-    `first_line`), unless `truncate`, which classifies its first pieces."""
-    rows = encode_texts(tokenizer, texts, model.config.max_len, truncate=truncate, where=where,
-                        first_line=first_line)
-    out = torch.empty(len(rows), model.config.n_labels)
-    for start in range(0, len(rows), batch_size):
-        chunk = rows[start : start + batch_size]
-        batch = to_device(collate_texts(chunk, [0] * len(chunk), pad_id=tokenizer.pad_id), device_of(model))
-        out[start : start + len(chunk)] = model(batch.ids, valid=batch.valid).float().softmax(-1).cpu()
-    return out
-
-
-def top_labels(model: BertClassifier, tokenizer: Any, texts: list[str], *, top: int = 1, truncate: bool = False,
-               where: str = "input", first_line: int = 1) -> list[list[tuple[str, float]]]:
-    """The `top` most likely labels of each text (all of them if there are fewer), with their probabilities,
-    most likely first. A label is named as in training (`label_names`), else LABEL_<i>. `truncate`, `where`,
-    `first_line`: as `classify`'s."""
-    config = model.config
-    names = list(config.label_names) or [f"LABEL_{i}" for i in range(config.n_labels)]
-    probs = classify(model, tokenizer, texts, truncate=truncate, where=where, first_line=first_line)  # (N, C)
-    best = probs.topk(min(top, config.n_labels), dim=-1)  # (N, top)
-    return [[(names[i], p) for p, i in zip(values, indices, strict=True)]
-            for values, indices in zip(best.values.tolist(), best.indices.tolist(), strict=True)]

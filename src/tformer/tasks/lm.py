@@ -1,5 +1,6 @@
 """Decoder-only language-model pretraining end to end: a recipe (data, model, training, sampling), the task
-the training loop runs, and sampling text from the trained model.
+the training loop runs, and the samples a run writes at its end (writing text with a trained model for a
+user is `inference.generate`).
 
 Data: the documents of the training split are tokenized and joined into one stream, each document preceded
 by </s> (so every document starts after a separator, as GPT-2's <|endoftext|>) and the stream closed by one:
@@ -25,7 +26,6 @@ B batch (blocks), T block_size, V vocabulary.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -34,16 +34,17 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from tformer.checkpoints import load_model
 from tformer.config import GPTConfig
 from tformer.configio import check_finite
 from tformer.data.text import load_text_corpus, read_texts
 from tformer.decoding import generate
+from tformer.decoding.generate import check_max_new_tokens
 from tformer.decoding.sampling import check_sampling
 from tformer.models.presets import build_model, preset
 from tformer.tasks.base import ModelSpec, Setup, check_recipe, run_task, token_loss, token_nll
 from tformer.tokenization.bpe import BPETokenizer
 from tformer.tokenization.char import CharTokenizer
-from tformer.training.checkpoint import load_model
 from tformer.training.config import TrainConfig
 from tformer.training.distributed import launched_world
 from tformer.training.optim import OptimConfig
@@ -91,14 +92,11 @@ class SampleConfig:
 
     def __post_init__(self) -> None:
         check_finite(self, where="sample.")
-        if self.max_new_tokens < 0:
-            raise ValueError(f"sample.max_new_tokens={self.max_new_tokens} must be >= 0")
-        if self.temperature < 0:
-            raise ValueError(f"sample.temperature={self.temperature} must be >= 0")
-        if self.top_k is not None and self.top_k < 1:
-            raise ValueError(f"sample.top_k={self.top_k} must be a positive integer or null")
-        if self.top_p is not None and not 0 < self.top_p <= 1:
-            raise ValueError(f"sample.top_p={self.top_p} must be in (0, 1] or null")
+        try:  # the library's own checks, named as the recipe's keys
+            check_max_new_tokens(self.max_new_tokens)
+            check_sampling(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)
+        except ValueError as e:
+            raise ValueError(f"sample.{e}") from None
 
 
 def _lm_train_config() -> TrainConfig:
@@ -253,108 +251,6 @@ def sample_texts(model: nn.Module, tokenizer: Any, config: SampleConfig, *, seed
     new = generate(model, prompts, max_new_tokens=max_new, temperature=config.temperature, top_k=config.top_k,
                    top_p=config.top_p, stop_tokens=(tokenizer.eos_id,), seed=seed, pad_id=tokenizer.pad_id)
     return [p + tokenizer.decode(ids) for p, ids in zip(config.prompts, new, strict=True)]
-
-
-def prompt_ids(tokenizer: Any, config: GPTConfig, prompt: str) -> list[int]:
-    """The ids a continuation of `prompt` starts from: the model's start token (bos_id, the token a document
-    starts after), if it has one, then the prompt's; a ValueError if there are none, or if they fill the
-    context and leave no room to generate."""
-    start = [] if config.bos_id is None else [config.bos_id]
-    ids = start + tokenizer.encode(prompt)
-    if not ids:
-        raise ValueError("the prompt is empty and the model has no bos_id to start from")
-    if len(ids) >= config.max_len:
-        raise ValueError(f"the prompt is {len(ids)} tokens{' with the start token' if start else ''}; the "
-                         f"model's context max_len={config.max_len} leaves no room to generate (give at most "
-                         f"{config.max_len - 1 - len(start)} tokens)")
-    return ids
-
-
-def continue_prompt(model: nn.Module, tokenizer: Any, prompt: str, *, max_new_tokens: int,
-                    temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
-                    seed: int | None = None, stop_at_eos: bool = True,
-                    on_text: Callable[[str], None] | None = None) -> str:
-    """The text a GPT writes after `prompt` (read as the start of a document, `prompt_ids`): at most
-    `max_new_tokens` tokens, fewer where the context ends, and it stops at the end-of-text token unless
-    `stop_at_eos` is False. `on_text(piece)` gets the text as it appears, to stream it: the prompt, then
-    the new text of each token (a multi-byte character once it is whole)."""
-    check_sampling(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
-    config = model.config
-    ids = prompt_ids(tokenizer, config, prompt)
-    stop = () if not stop_at_eos or config.eos_id is None else (config.eos_id,)
-    produced = TextStream(tokenizer)
-    if on_text is not None:
-        on_text(prompt)
-
-    def stream(row: int, token: int) -> None:
-        piece = produced.push(token)
-        if on_text is not None and piece:
-            on_text(piece)
-
-    generate(model, [ids], max_new_tokens=min(max_new_tokens, config.max_len - len(ids)), temperature=temperature,
-             top_k=top_k, top_p=top_p, stop_tokens=stop, seed=seed, on_token=stream)
-    return produced.text
-
-
-class Sample(NamedTuple):
-    """One continuation `sample_prompts` wrote: of prompt number `prompt` (0-based), its `sample`-th
-    (0-based), drawn with `seed` (None: unseeded)."""
-
-    prompt: int
-    sample: int
-    seed: int | None
-    text: str
-
-
-def sample_prompts(model: nn.Module, tokenizer: Any, prompts: list[str], *, num_samples: int = 1,
-                   max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
-                   top_p: float | None = None, seed: int | None = None, stop_at_eos: bool = True,
-                   on_text: Callable[[int, int, str], None] | None = None) -> Iterator[Sample]:
-    """`num_samples` continuations of each prompt (`continue_prompt`), prompt by prompt, as they are written.
-    Every prompt is checked before the first is continued (a ValueError names the first that cannot be,
-    counted from 1 when there are several). With `seed`, the k-th continuation overall (from 0) is drawn with
-    seed + k (mod 2**64), so the first is what `continue_prompt(seed=seed)` writes and the others differ.
-    `on_text(prompt, sample, piece)`: the text as it appears, as `continue_prompt`'s `on_text`."""
-    if num_samples < 1:
-        raise ValueError(f"num_samples={num_samples} must be a positive integer")
-    if not prompts:
-        raise ValueError("there is no prompt to continue; give --prompt TEXT, or prompts one a line on stdin or in "
-                         "--input FILE")
-    check_sampling(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
-    for number, prompt in enumerate(prompts, 1):
-        try:
-            prompt_ids(tokenizer, model.config, prompt)
-        except ValueError as e:
-            raise ValueError(f"prompt {number}: {e}" if len(prompts) > 1 else str(e)) from None
-    k = 0
-    for i, prompt in enumerate(prompts):
-        for j in range(num_samples):
-            drawn = None if seed is None else (seed + k) % 2**64
-            show = None if on_text is None else (lambda piece, i=i, j=j: on_text(i, j, piece))
-            text = continue_prompt(model, tokenizer, prompt, max_new_tokens=max_new_tokens, temperature=temperature,
-                                   top_k=top_k, top_p=top_p, seed=drawn, stop_at_eos=stop_at_eos, on_text=show)
-            yield Sample(i, j, drawn, text)
-            k += 1
-
-
-class TextStream:
-    """The text of tokens arriving one at a time: `push(token)` returns the text it adds, holding back a
-    multi-byte character until it is whole (a byte-level BPE may split one over several tokens)."""
-
-    def __init__(self, tokenizer: Any) -> None:
-        self.tokenizer, self.ids, self.shown = tokenizer, [], ""
-
-    def push(self, token: int) -> str:
-        self.ids.append(token)
-        text = self.tokenizer.decode(self.ids)
-        if text.endswith("\ufffd"):  # wait for the rest of a multi-byte character
-            return ""
-        piece, self.shown = text[len(self.shown):], text
-        return piece
-
-    @property
-    def text(self) -> str:
-        return self.tokenizer.decode(self.ids)
 
 
 # --- training -------------------------------------------------------------------------------------------

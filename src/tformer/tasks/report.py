@@ -19,8 +19,9 @@ from torch import nn
 
 from tformer.config import GPTConfig, Seq2SeqConfig
 from tformer.decoding import generate_greedy
-from tformer.tasks import load_checkpoint, load_recipe
-from tformer.tasks.translation import DecodeConfig, TranslationRecipe, load_split, translate
+from tformer.inference import DecodeConfig, load, translate
+from tformer.tasks import load_recipe
+from tformer.tasks.translation import TranslationRecipe, load_split
 from tformer.viz.curves import read_metrics
 from tformer.viz.figures import write_file
 from tformer.viz.report import Samples, model_section, no_model_section, page
@@ -91,7 +92,8 @@ def samples_of(run: Path) -> list[str]:
     if checkpoint is None:
         return no_model_section(f"no checkpoint in {run} (best/ or last/)")
     try:
-        model, _, tokenizer = load_checkpoint(checkpoint)
+        loaded = load(checkpoint)
+        model, tokenizer = loaded.model, loaded.tokenizer
     except (ValueError, FileNotFoundError) as e:
         return no_model_section(f"cannot load the checkpoint: {e}")
     if isinstance(model.config, Seq2SeqConfig):

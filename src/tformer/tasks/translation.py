@@ -1,5 +1,5 @@
 """Translation end to end: a recipe (data, model, training, decoding), the task the training loop runs,
-and translating / scoring with a trained checkpoint.
+and scoring a trained checkpoint on a split of the recipe's data (translating is `inference.translate`).
 
 A run directory holds `recipe.yaml` (the recipe as trained), `metrics.jsonl`, and the checkpoints `last/`
 and `best/` (weights, config, tokenizer, training state).
@@ -10,36 +10,23 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch import Tensor, nn
-from tqdm import tqdm
 
 from tformer.config import Seq2SeqConfig
-from tformer.configio import check_finite, from_dict, read_yaml
+from tformer.configio import from_dict, read_yaml
 from tformer.data import collate, limit_lengths, load_bible, read_parallel
 from tformer.data.batching import Batch, TokenBatchSampler
-from tformer.data.device import device_of
-from tformer.data.lines import TRUNCATE_NOTE, check_line_lengths, format_lines
-from tformer.data.padding import pad
-from tformer.decoding import beam_search, greedy
+from tformer.data.lines import format_lines
 from tformer.evaluation import Scores, score_corpus
 from tformer.files import write_atomic
+from tformer.inference.loaded import check_kind, load
+from tformer.inference.translate import DecodeConfig, translate
 from tformer.models.presets import build_model, preset
-from tformer.tasks.base import (
-    ModelSpec,
-    Setup,
-    check_kind,
-    check_recipe,
-    load_checkpoint,
-    run_task,
-    token_loss,
-    token_nll,
-)
+from tformer.tasks.base import ModelSpec, Setup, check_recipe, run_task, token_loss, token_nll
 from tformer.tokenization.bpe import BPETokenizer
 from tformer.training.config import TrainConfig
 
@@ -74,25 +61,6 @@ class DataConfig:
                 raise ValueError(f"data.{name}={getattr(self, name)} must be a positive integer")
         if self.curriculum_epochs < 0:
             raise ValueError(f"data.curriculum_epochs={self.curriculum_epochs} must be >= 0 (0: no curriculum)")
-
-
-@dataclass(kw_only=True)
-class DecodeConfig:
-    beam: int = 4
-    lenpen: float = 1.0  # fairseq: score = log p / length ** lenpen
-    max_len_a: float = 1.5  # at most a * source_length + b target tokens
-    max_len_b: int = 10
-    batch_size: int = 64  # sentences per decoding batch
-
-    def __post_init__(self) -> None:
-        check_finite(self, where="decode.")
-        if self.beam < 1:
-            raise ValueError(f"decode.beam={self.beam} must be at least 1")
-        if self.batch_size < 1:
-            raise ValueError(f"decode.batch_size={self.batch_size} must be at least 1")
-        if self.max_len_a < 0 or self.max_len_b < 0:
-            raise ValueError(f"decode.max_len_a={self.max_len_a} and decode.max_len_b={self.max_len_b} must be >= 0 "
-                             "(at most a * source length + b target tokens)")
 
 
 @dataclass(kw_only=True)
@@ -200,42 +168,6 @@ def model_config(recipe: TranslationRecipe, tokenizer: BPETokenizer) -> Seq2SeqC
     return config
 
 
-@torch.inference_mode()
-def translate(model: nn.Module, tokenizer: BPETokenizer, sentences: list[str], decode: DecodeConfig, *,
-              truncate: bool = False, where: str = "input", progress: bool = False,
-              first_line: int = 1) -> list[str]:
-    """Detokenized translations, in input order; batches sorted by length to waste little padding.
-    A sentence longer than the model's context (max_len tokens) is refused with a ValueError naming its
-    line of `where` (counted from `first_line`), unless `truncate`, which translates its first max_len tokens
-    (as evaluation over a corpus does). `progress`: a bar over the sentences on stderr (a test set with beam
-    search takes minutes)."""
-    ids = tokenizer.encode_batch(sentences)
-    limit = model.config.max_len
-    if not truncate:
-        check_line_lengths(map(len, ids), limit=limit, max_len=limit, where=where, note=TRUNCATE_NOTE,
-                           first=first_line)
-    ids = [x[:limit] for x in ids]
-    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-    out = [""] * len(ids)
-    todo = [i for i in order if ids[i]]  # an empty line translates to an empty line
-    bar = tqdm(total=len(sentences), initial=len(sentences) - len(todo), desc="translating", unit="sentence",
-               file=sys.stderr, disable=not progress, dynamic_ncols=True)
-    for start in range(0, len(todo), decode.batch_size):
-        chunk = todo[start : start + decode.batch_size]
-        src = pad([ids[i] for i in chunk], tokenizer.pad_id, device=device_of(model))  # (B, S)
-        common = dict(max_len_a=decode.max_len_a, max_len_b=decode.max_len_b)
-        if decode.beam == 1:
-            tokens = greedy(model, src, **common)
-        else:
-            tokens = [h[0].tokens for h in beam_search(model, src, beam=decode.beam, lenpen=decode.lenpen,
-                                                       **common)]
-        for i, t in zip(chunk, tokens, strict=True):
-            out[i] = tokenizer.decode(t)
-        bar.update(len(chunk))
-    bar.close()
-    return out
-
-
 def run_recipe(checkpoint: str | Path, *, command: str = "translate",
                required: bool = False) -> TranslationRecipe | None:
     """The recipe a translator was trained with (RUN_DIR/recipe.yaml beside RUN_DIR/last), if there is one
@@ -254,15 +186,6 @@ def run_recipe(checkpoint: str | Path, *, command: str = "translate",
         raise ValueError(f"{path} (the run's recipe beside the checkpoint) is not a valid recipe: {reason}") from None
 
 
-def decode_config(recipe: TranslationRecipe | None, *, beam: int | None = None, lenpen: float | None = None,
-                  batch_size: int | None = None) -> DecodeConfig:
-    """The recipe's decoding settings (the defaults without a recipe), with those given here (not None) over
-    them; checked as a recipe's own are."""
-    base = vars(recipe.decode) if recipe is not None else {}
-    given = {"beam": beam, "lenpen": lenpen, "batch_size": batch_size}
-    return DecodeConfig(**{**base, **{k: v for k, v in given.items() if v is not None}})
-
-
 def evaluate_checkpoint(checkpoint: str | Path, data: DataConfig, split: str, decode: DecodeConfig, *,
                         limit: int | None = None, progress: bool = False, device: str = "cpu",
                         dtype: str = "float32", quantization: str | None = None,
@@ -270,10 +193,10 @@ def evaluate_checkpoint(checkpoint: str | Path, data: DataConfig, split: str, de
     """Translate a split (its first `limit` pairs) with a checkpoint and score it: (scores, pairs, hypotheses).
     `progress`: a bar over the sentences on stderr; `device`, `dtype`: where and in what the model runs;
     `quantization`: "int8" quantizes the model once loaded."""
-    model, _, tokenizer = load_checkpoint(checkpoint, command="evaluate", device=device, dtype=dtype,
-                                          quantization=quantization)
+    loaded = load(checkpoint, command="evaluate", device=device, dtype=dtype, quantization=quantization)
     pairs = load_split(data, split)[:limit]
-    hyps = translate(model, tokenizer, [s for s, _ in pairs], decode, truncate=True, progress=progress)
+    hyps = translate(loaded.model, loaded.tokenizer, [s for s, _ in pairs], decode, truncate=True, progress=progress,
+                     layout=loaded.layout)
     return score_corpus(hyps, [t for _, t in pairs]), pairs, hyps
 
 

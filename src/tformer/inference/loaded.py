@@ -1,0 +1,107 @@
+"""A trained checkpoint loaded once for use: the model (in eval mode, placed, perhaps quantized), its config,
+its tokenizer, what kind of model it is, and the model's decoding layout, held together in a `Loaded`.
+
+Every command that uses a trained model (translate, generate, score, classify, plot attention, serve) loads
+it through `load`, which checks what it can before it reads the weights: the placement (--device, --dtype,
+--int8) and, for a command, the kind of checkpoint it takes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from tformer.checkpoints import load_config, load_model, tokenizer_dir
+from tformer.config import TransformerConfig, family_of
+from tformer.data.device import check_placement, place
+from tformer.decoding.layout import DecodingLayout
+from tformer.quant import check_mode, quantize
+from tformer.tokenization import check_vocabulary, load_tokenizer
+
+# command -> (the kinds of checkpoint it takes, how its refusal of another kind reads)
+NEEDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "translate": (("seq2seq",), "holds a {config}, not an encoder-decoder; translate needs a seq2seq checkpoint"),
+    "evaluate": (("seq2seq",), "holds a {config}, not an encoder-decoder; evaluate needs a seq2seq checkpoint"),
+    "generate": (("gpt",), "holds a {config}; generate needs a GPT"),
+    "score": (("gpt", "seq2seq"), "holds a {config}; score needs a GPT or an encoder-decoder"),
+    "classify": (("bert classifier",), "holds a {model}; classify needs a BertClassifier (train one with task: "
+                                       "classify)"),
+}
+
+
+@dataclass(kw_only=True)
+class Loaded:
+    """A checkpoint ready to use. `layout` keeps the model's decoding layout (`decoding.layout`) from one
+    decoding call to the next; it goes with this object."""
+
+    path: str
+    model: nn.Module  # in eval mode
+    config: TransformerConfig
+    tokenizer: Any
+    kind: str  # seq2seq, gpt, bert, bert classifier (`checkpoint_kind`)
+    dtype: str = "float32"  # what the weights were loaded as
+    quantization: str | None = None  # "int8": linear layers quantized at load (`tformer.quant`)
+    layout: DecodingLayout = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.layout = DecodingLayout(self.model)
+
+
+def checkpoint_kind(config: TransformerConfig, model_class: str = "") -> str:
+    """What a checkpoint holds, in the words the commands use: its family (seq2seq, gpt, bert), or
+    "bert classifier" for a BERT with a classification head."""
+    family = family_of(config)
+    return "bert classifier" if family == "bert" and model_class == "BertClassifier" else family
+
+
+def check_kind(path: str | Path, command: str) -> str:
+    """The kind of checkpoint `path` holds; a ValueError unless `command` takes it, saying what it holds
+    and which commands take that. Reads only config.yaml, so a command can check before anything else."""
+    config, model_class = load_config(path)
+    kind = checkpoint_kind(config, model_class)
+    takes, refusal = NEEDS[command]
+    if kind in takes:
+        return kind
+    held = refusal.format(config=type(config).__name__, model=model_class or kind)
+    users = [c for c, (kinds, _) in NEEDS.items() if kind in kinds]
+    use = f"tformer {' / '.join(users)}" if users else "fine-tuning a classifier (task: classify, model.init_from)"
+    raise ValueError(f"checkpoint {path} {held}; a {kind} checkpoint is for {use}")
+
+
+def load(path: str | Path, *, command: str | None = None, device: str = "cpu", dtype: str = "float32",
+         quantization: str | None = None) -> Loaded:
+    """The checkpoint directory `path` (trained here or imported with `tformer convert --from-hf`), loaded.
+
+    With `command` (a key of NEEDS), a checkpoint of a kind that command does not take is refused first. The
+    tokenizer must make no id the model has no embedding for (an encoder-decoder's one tokenizer serves both
+    sides, so it must fit the smaller vocabulary). The model is placed on `device` in `dtype`
+    (`data.device.place`; "auto": a GPU if there is one); `quantization` ("int8", or None) is applied in
+    memory once loaded, in float32 on the CPU only (so "auto" means the CPU for it); the files stay fp32.
+    All of these are checked before anything loads."""
+    if quantization is not None and device == "auto":
+        device = "cpu"
+    where, _ = check_placement(device=device, dtype=dtype)
+    if quantization is not None:
+        check_mode(quantization)
+        if where.type != "cpu" or dtype != "float32":
+            raise ValueError(f"--int8 runs in float32 on the CPU only (got --device {device} --dtype {dtype}); "
+                             "drop --int8, or use --device cpu --dtype float32")
+    if command is not None:
+        check_kind(path, command)
+    model, config = load_model(path)
+    model = place(model, device=str(where), dtype=dtype)
+    if tokenizer_dir(path) is None:
+        raise ValueError(f"checkpoint {path} has no tokenizer/ directory")
+    tokenizer = load_tokenizer(path)
+    shared = min(config.vocab_size, getattr(config, "src_vocab_size", None) or config.vocab_size)
+    check_vocabulary(tokenizer, shared, where=f"checkpoint {path}")
+    if quantization is not None:
+        quantize(model, quantization)
+    return Loaded(path=str(path), model=model.eval(), config=config, tokenizer=tokenizer,
+                  kind=checkpoint_kind(config, type(model).__name__), dtype=dtype, quantization=quantization)
+
+
+__all__ = ["NEEDS", "Loaded", "check_kind", "checkpoint_kind", "load"]
