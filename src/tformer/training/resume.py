@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from tformer.config import TransformerConfig
-from tformer.configio import to_dict
+from tformer.configio import flat_keys, to_dict
 from tformer.training import distributed as dist
 from tformer.training.checkpoint import load_config, read_trainer, save_checkpoint
 from tformer.training.config import TrainConfig
@@ -62,21 +62,11 @@ def check_resumable(out_dir: Path, config: TransformerConfig) -> None:
     if type(saved) is not type(config):
         raise ValueError(f"cannot resume {last}: it holds a {type(saved).__name__}, the recipe builds a "
                          f"{type(config).__name__}")
-    old, new = _flatten(to_dict(saved)), _flatten(to_dict(config))
+    old, new = flat_keys(to_dict(saved)), flat_keys(to_dict(config))
     for key in sorted(old.keys() | new.keys()):
         if old.get(key) != new.get(key):
             raise ValueError(f"cannot resume {last}: model {key} is {old.get(key)!r} in the checkpoint but "
                              f"{new.get(key)!r} in the recipe; keep the model settings, or start a new out_dir")
-
-
-def _flatten(data: dict, prefix: str = "") -> dict[str, Any]:
-    out = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            out.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 def restore(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer,
