@@ -9,10 +9,11 @@ runs overlaid in the same colour in every panel, and one legend naming each run 
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from tformer.data.lines import read_jsonl_records
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -36,15 +37,9 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
     if not path.is_file():
         raise ValueError(f"{path} does not exist; is {run} a run directory (training writes {METRICS_FILE})?")
     records = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            raise ValueError(f"{path}:{n}: not a JSON object") from None
-        if not isinstance(record, dict) or not isinstance(record.get("step"), int):
-            raise ValueError(f"{path}:{n}: expected a JSON object with an integer step")
+    for n, record in read_jsonl_records(path, values=("step",)):
+        if isinstance(record["step"], bool) or not isinstance(record["step"], int):
+            raise ValueError(f"{path}:{n}: field 'step' must be an integer, got {type(record['step']).__name__}")
         records.append(record)
     if not records:
         raise ValueError(f"{path} holds no records yet")
