@@ -186,12 +186,10 @@ def test_int8_off_the_cpu_or_in_a_half_type_is_refused_before_loading(
     device = "cuda" if dtype == "float32" else "cpu"
     fake = (lambda name, what, mps=False: torch.device("cuda", 0)) if device == "cuda" else None
     if fake is not None:  # a GPU that this machine does not have
-        monkeypatch.setattr("tformer.serve.service.resolve_device", fake)
         monkeypatch.setattr("tformer.data.device.resolve_device", fake)
     monkeypatch.setattr("tformer.inference.loaded.load_model", lambda *a, **k: pytest.fail("loaded"))
     argv = [command[0], "--checkpoint", str(checkpoints["gpt"]), *command[1:], "--device", device, "--dtype", dtype,
             "--int8"]
     assert main(argv) == 2
-    named = "cuda:0" if command == ["serve"] and device == "cuda" else device  # serve names the device it resolved
-    assert capsys.readouterr().err == (f"tformer: error: --int8 runs in float32 on the CPU only (got --device {named} "
+    assert capsys.readouterr().err == (f"tformer: error: --int8 runs in float32 on the CPU only (got --device {device} "
                                        f"--dtype {dtype}); drop --int8, or use --device cpu --dtype float32\n")

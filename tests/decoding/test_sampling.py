@@ -1,18 +1,19 @@
 """Logit transforms and the next-token draw, on hand-made distributions: top-k keeps exactly k (ties to the
-lower id), top-p keeps the smallest most-likely set whose mass reaches p, temperature -> 0 is greedy, and a
-seeded generator makes draws reproducible.
+lower id), top-p keeps the smallest most-likely set whose mass reaches p, temperature -> 0 is greedy (and a
+temperature too small to sample with is refused), and a seeded generator makes draws reproducible.
 
 B batch, V vocabulary.
 """
 
 import math
+import re
 
 import pytest
 import torch
 from torch import Tensor
 
 from tformer.decoding import apply_temperature, sample_next, top_k_filter, top_p_filter
-from tformer.decoding.sampling import check_sampling
+from tformer.decoding.sampling import MIN_TEMPERATURE, check_sampling
 
 
 def kept(logits: Tensor) -> list[set[int]]:
@@ -84,14 +85,26 @@ def test_temperature_scales_logits() -> None:
 def test_temperature_towards_zero_is_greedy() -> None:
     logits = torch.randn(64, 100)
     argmax = logits.argmax(dim=-1)
+    logits[torch.arange(64), argmax] += 1.0  # a gap of at least 1: e^(-1 / 0.001) is 0 in float32
     assert torch.equal(sample_next(logits, temperature=0.0), argmax)
     assert torch.equal(sample_next(logits, greedy=True, temperature=5.0), argmax)
     g = torch.Generator().manual_seed(0)
-    assert torch.equal(sample_next(logits, temperature=1e-4, generator=g), argmax)
-    for tiny in (1e-30, 1e-300, 5e-324):  # below float32's range: no nan, the argmax (it raised before)
-        assert torch.equal(sample_next(logits, temperature=tiny, generator=g), argmax)
+    assert torch.equal(sample_next(logits, temperature=MIN_TEMPERATURE, generator=g), argmax)
     tied = torch.tensor([[1.0, 3.0, 3.0, -2.0]])
-    assert set(sample_next(tied.expand(200, 4), temperature=1e-300, generator=g).tolist()) == {1, 2}
+    assert set(sample_next(tied.expand(200, 4), temperature=MIN_TEMPERATURE, generator=g).tolist()) == {1, 2}
+    huge = torch.tensor([[3e38, 1e38, -3e38]])  # divided by 0.001 without the shift: inf - inf = nan
+    assert sample_next(huge, temperature=MIN_TEMPERATURE, generator=g).tolist() == [0]
+
+
+@pytest.mark.parametrize("temperature", [0.000999, 1e-4, 1e-30, 1e-300, 5e-324])
+def test_temperatures_too_small_to_sample_with_are_refused_everywhere(temperature: float) -> None:
+    message = re.escape(f"temperature={temperature} is too small to sample with; give 0 (greedy) or at least 0.001")
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        check_sampling(temperature=temperature, top_k=None, top_p=None)
+    with pytest.raises(ValueError, match=message):  # the Python API refuses it with the same line
+        sample_next(torch.randn(1, 5), temperature=temperature)
+    check_sampling(temperature=MIN_TEMPERATURE, top_k=None, top_p=None)
+    check_sampling(temperature=0.0, top_k=None, top_p=None)
 
 
 def test_greedy_ties_pick_the_lower_id() -> None:

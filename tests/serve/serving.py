@@ -7,16 +7,19 @@ checkpoint; and a Hugging Face GPT-2 directory (with its tokenizer) imported by 
 The models are untrained but their weights are drawn wide (normal, std 0.5) so that what they write depends
 on their input, which the batching tests need to tell answers apart.
 
-`start(checkpoint, **limits)`: a server of one's own (a context manager giving its URL). `call(url, method,
-path, body)`: (status, parsed JSON) over http.client; `events(url, path, body)`: a stream's server-sent events.
+`start(checkpoint, **limits)`: a server of one's own (a context manager giving its URL); with
+`sleep=until_full`, its batches wait until they hold --max-batch sentences, however long that takes. `call(url,
+method, path, body)`: (status, parsed JSON) over http.client; `events(url, path, body)`: a stream's server-sent
+events.
 """
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -80,16 +83,24 @@ def build(root: Path) -> dict[str, Path]:
             "hf gpt": root / "hf"}
 
 
+async def until_full(seconds: float) -> None:
+    """A batcher's wait for company that never ends by itself: a batch runs once it holds --max-batch
+    sentences, never before, whenever its requests arrive."""
+    await asyncio.get_running_loop().create_future()
+
+
 @contextmanager
-def start(checkpoint: Path, **limits: Any) -> Iterator[str]:
-    """A real uvicorn server for `checkpoint` on 127.0.0.1 (a free port), in a thread; yields its URL."""
+def start(checkpoint: Path, *, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+          **limits: Any) -> Iterator[str]:
+    """A real uvicorn server for `checkpoint` on 127.0.0.1 (a free port), in a thread, its batches waiting for
+    company with `sleep`; yields its URL."""
     from tformer.serve import Limits
     from tformer.serve.app import create_app
     from tformer.serve.server import ServerThread
     from tformer.serve.service import load_service
 
     service = load_service(checkpoint, limits=Limits(**{"batch_wait_ms": 2.0, **limits}), device="cpu")
-    with ServerThread(create_app(service)) as url:
+    with ServerThread(create_app(service, sleep=sleep)) as url:
         yield url
 
 

@@ -12,16 +12,12 @@ import pytest
 import torch
 from serving import LABELS, call, sentences
 
-from tformer.tasks import load_checkpoint
-from tformer.tasks.classify import top_labels
-from tformer.tasks.lm import continue_prompt
-from tformer.tasks.scoring import score_lines
-from tformer.tasks.translation import DecodeConfig, translate
+from tformer.inference import DecodeConfig, continue_prompt, load, score_lines, top_labels, translate
 
 
 @pytest.fixture(scope="module")
 def loaded(checkpoints: dict[str, Path]) -> dict[str, tuple]:
-    return {kind: load_checkpoint(path) for kind, path in checkpoints.items()}
+    return {kind: (m.model, m.config, m.tokenizer) for kind, m in ((k, load(p)) for k, p in checkpoints.items())}
 
 
 def test_health_and_info(servers: dict[str, str]) -> None:
@@ -158,7 +154,8 @@ def test_a_half_precision_server_answers_as_the_library_does_in_that_dtype(check
                              ("bert classifier", "/classify", {"texts": texts})]:
         service = load_service(checkpoints[kind], limits=Limits(batch_wait_ms=0.0), device="cpu", dtype="bfloat16")
         assert {p.dtype for p in service.model.parameters()} == {torch.bfloat16}
-        model, _, tokenizer = load_checkpoint(checkpoints[kind], dtype="bfloat16")
+        loaded = load(checkpoints[kind], dtype="bfloat16")
+        model, tokenizer = loaded.model, loaded.tokenizer
         with ServerThread(create_app(service)) as url:
             status, out = call(url, "POST", path, body)
         assert status == 200, out

@@ -1,9 +1,10 @@
 """Concurrent requests to a real server: every one is answered, each answer is what the library gives that
-request alone, and the server's /info shows that they were decoded in batches of more than one. Streamed
+request alone, and the server's /info shows that they were decoded together, in one batch. Streamed
 generation: server-sent `token` events whose pieces add up to the `done` answer, batched streams included.
 
-The servers here wait up to 0.6 s for a batch to fill, so that requests sent together from threads land
-in one batch however slow the machine; nothing here is timed."""
+The servers here take as many sentences in a batch as a test sends at once (--max-batch), and their batches
+wait until they are full (`serving.until_full`): the requests sent together from threads make one batch
+whenever they arrive, so nothing here depends on timing."""
 
 from __future__ import annotations
 
@@ -12,13 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from serving import call, events, sentences, start
+from serving import call, events, sentences, start, until_full
 
-from tformer.tasks import load_checkpoint
-from tformer.tasks.classify import top_labels
-from tformer.tasks.lm import continue_prompt
-from tformer.tasks.scoring import score_lines
-from tformer.tasks.translation import DecodeConfig, translate
+from tformer.inference import DecodeConfig, continue_prompt, load, score_lines, top_labels, translate
 
 N = 8
 
@@ -44,46 +41,50 @@ def batches(url: str) -> dict:
 
 
 def test_concurrent_translations_are_batched_and_each_is_its_own(checkpoints: dict[str, Path]) -> None:
-    model, _, tokenizer = load_checkpoint(checkpoints["seq2seq"])
+    loaded = load(checkpoints["seq2seq"])
+    model, tokenizer = loaded.model, loaded.tokenizer
     texts = sentences(N, seed=5)
     alone = [translate(model, tokenizer, [t], DecodeConfig(beam=2, max_len_b=6, max_len_a=1.0))[0] for t in texts]
     assert len(set(alone)) > 1
-    with start(checkpoints["seq2seq"], batch_wait_ms=600) as url:
+    with start(checkpoints["seq2seq"], max_batch=N, sleep=until_full) as url:
         answers = together(N, lambda i: call(url, "POST", "/translate", {"text": texts[i]}))
         stats = batches(url)
     assert answers == [(200, {"translation": a}) for a in alone]
-    assert stats["requests"] == N and stats["largest"] > 1 and stats["batches"] < N
+    assert stats["requests"] == N and stats["batches"] == 1 and stats["largest"] == N
 
 
 def test_concurrent_generations_scores_and_labels_are_batched(checkpoints: dict[str, Path]) -> None:
-    model, _, tokenizer = load_checkpoint(checkpoints["gpt"])
+    loaded = load(checkpoints["gpt"])
+    model, tokenizer = loaded.model, loaded.tokenizer
     prompts = [s[: 3 + i] for i, s in enumerate(sentences(N, seed=6))]  # prompts of different lengths
     alone = [continue_prompt(model, tokenizer, p, max_new_tokens=6 + i, temperature=0.0) for i, p in enumerate(prompts)]
     assert len(set(alone)) > 1
     lines = sentences(N, seed=7)
     scores = [score_lines(model, tokenizer, [line])[0].log_prob for line in lines]
-    with start(checkpoints["gpt"], batch_wait_ms=600, max_new_tokens=20) as url:
+    with start(checkpoints["gpt"], max_batch=N, sleep=until_full, max_new_tokens=20) as url:
         answers = together(N, lambda i: call(url, "POST", "/generate", {"prompt": prompts[i], "temperature": 0,
                                                                          "max_new_tokens": 6 + i}))
         assert [a[1]["text"] for a in answers] == alone
-        assert batches(url)["largest"] > 1
+        assert batches(url)["sizes"] == {str(N): 1}
         scored = together(N, lambda i: call(url, "POST", "/score", {"text": lines[i], "per_token": False}))
         assert [s[1]["score"]["log_prob"] for s in scored] == pytest.approx(scores, rel=1e-5)
         stats = batches(url)
-    assert stats["requests"] == 2 * N and stats["batches"] < 2 * N
+    assert stats["requests"] == 2 * N and stats["sizes"] == {str(N): 2}
 
-    model, _, tokenizer = load_checkpoint(checkpoints["bert classifier"])
+    loaded = load(checkpoints["bert classifier"])
+    model, tokenizer = loaded.model, loaded.tokenizer
     labels = [top_labels(model, tokenizer, [line], top=1)[0][0] for line in lines]
-    with start(checkpoints["bert classifier"], batch_wait_ms=600) as url:
+    with start(checkpoints["bert classifier"], max_batch=N, sleep=until_full) as url:
         answers = together(N, lambda i: call(url, "POST", "/classify", {"text": lines[i]}))
-        assert batches(url)["largest"] > 1
+        assert batches(url)["sizes"] == {str(N): 1}
     assert [a[1]["classification"][0]["label"] for a in answers] == [name for name, _ in labels]
     assert [a[1]["classification"][0]["probability"] for a in answers] == pytest.approx([p for _, p in labels],
                                                                                        rel=1e-5)
 
 
 def test_a_streamed_generation_adds_up_to_its_answer(servers: dict[str, str], checkpoints: dict[str, Path]) -> None:
-    model, _, tokenizer = load_checkpoint(checkpoints["gpt"])
+    loaded = load(checkpoints["gpt"])
+    model, tokenizer = loaded.model, loaded.tokenizer
     expected = continue_prompt(model, tokenizer, "the big", max_new_tokens=15, temperature=0.0)
     got = events(servers["gpt"], "/generate", {"prompt": "the big", "max_new_tokens": 15, "temperature": 0,
                                                "stream": True})
@@ -102,12 +103,13 @@ def test_a_bad_streamed_request_is_refused_before_the_stream(servers: dict[str, 
 
 
 def test_concurrent_streams_are_batched_and_each_is_its_own(checkpoints: dict[str, Path]) -> None:
-    model, _, tokenizer = load_checkpoint(checkpoints["gpt"])
+    loaded = load(checkpoints["gpt"])
+    model, tokenizer = loaded.model, loaded.tokenizer
     prompts = sentences(4, seed=8)
     alone = [continue_prompt(model, tokenizer, p, max_new_tokens=10, temperature=0.0) for p in prompts]
-    with start(checkpoints["gpt"], batch_wait_ms=600, max_new_tokens=20) as url:
+    with start(checkpoints["gpt"], max_batch=4, sleep=until_full, max_new_tokens=20) as url:
         streams = together(4, lambda i: events(url, "/generate", {"prompt": prompts[i], "max_new_tokens": 10,
                                                                    "temperature": 0, "stream": True}))
-        assert batches(url)["largest"] > 1
+        assert batches(url)["sizes"] == {"4": 1}
     for got, want in zip(streams, alone, strict=True):
         assert "".join(d["text"] for name, d in got if name == "token") == want == got[-1][1]["text"]

@@ -21,14 +21,21 @@ from torch import Tensor
 
 # Float rounding of a cumulative sum: a mass within this of p counts as reaching p.
 MASS_TOLERANCE = 1e-6
+# The smallest temperature above 0 (greedy) that samples: below it logits / temperature can overflow float32
+# (1e-300 rounds to 0 there), and a draw is the argmax in all but name.
+MIN_TEMPERATURE = 1e-3
 
 
 def check_sampling(*, temperature: float, top_k: int | None, top_p: float | None, seed: int | None = None) -> None:
-    """A ValueError naming the first option out of its range (nan and inf are out of every range)."""
+    """A ValueError naming the first option out of its range (nan and inf are out of every range). The one
+    check of sampling options: the Python API, the command line and the server all refuse with its message."""
     if not math.isfinite(temperature):
         raise ValueError(f"temperature={temperature} must be a finite number >= 0 (0 = greedy)")
     if temperature < 0:
         raise ValueError(f"temperature={temperature} must be >= 0 (0 = greedy)")
+    if 0 < temperature < MIN_TEMPERATURE:
+        raise ValueError(f"temperature={temperature} is too small to sample with; give 0 (greedy) or at least "
+                         f"{MIN_TEMPERATURE:g}")
     if top_k is not None and top_k < 1:
         raise ValueError(f"top_k={top_k} must be >= 1 (None = no top-k filter)")
     if top_p is not None and not 0 < top_p <= 1:
@@ -92,10 +99,10 @@ def sample_next(logits: Tensor, *, temperature: float = 1.0, top_k: int | None =
     logits = logits.float()
     if greedy or temperature == 0:
         return logits.argmax(dim=-1)
-    # shifted so that each row's maximum is 0 (softmax is unchanged): a temperature too small for float32
-    # (1e-300 rounds to 0) would make 0 / 0 = nan there; the maximum stays 0 and the rest goes to -inf (greedy)
+    # shifted so that each row's maximum is 0 (softmax is unchanged): dividing by a small temperature then
+    # sends the other logits towards -inf, never the maximum to inf (where inf - inf would make nan)
     shifted = logits - logits.amax(dim=-1, keepdim=True)  # (B, V), <= 0
-    logits = torch.where(shifted == 0, shifted, apply_temperature(shifted, temperature))
+    logits = apply_temperature(shifted, temperature)
     if top_k is not None:
         logits = top_k_filter(logits, top_k)
     if top_p is not None:
@@ -104,4 +111,4 @@ def sample_next(logits: Tensor, *, temperature: float = 1.0, top_k: int | None =
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (B,)
 
 
-__all__ = ["apply_temperature", "check_sampling", "sample_next", "top_k_filter", "top_p_filter"]
+__all__ = ["MIN_TEMPERATURE", "apply_temperature", "check_sampling", "sample_next", "top_k_filter", "top_p_filter"]

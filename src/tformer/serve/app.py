@@ -32,11 +32,10 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException
 
 from tformer.serve import page
-from tformer.serve.batching import MicroBatcher
+from tformer.serve.batching import Job, MicroBatcher, Sleep
 from tformer.serve.requests import AttentionBody, ClassifyBody, GenerateBody, ScoreBody, TranslateBody, read_body
 from tformer.serve.service import (
     InputError,
-    Job,
     Service,
     prepare_attention,
     prepare_classify,
@@ -47,14 +46,16 @@ from tformer.serve.service import (
 )
 
 
-def create_app(service: Service) -> FastAPI:
-    """The app serving `service`; its micro-batcher runs while the app does (ASGI lifespan).
+def create_app(service: Service, *, sleep: Sleep = asyncio.sleep) -> FastAPI:
+    """The app serving `service`; its micro-batcher runs while the app does (ASGI lifespan), its batches
+    waiting for company with `sleep` (tests pass one they end themselves).
 
-    Longer than the house's 60 lines on purpose: each route is a few lines of FastAPI declaration that closes
-    over the same service and batcher, and one list of routes reads as the API's table of contents."""
+    A function should stay near 60 lines; this one is longer on purpose: each route is a few lines of FastAPI
+    declaration that closes over the same service and batcher, and one list of routes reads as the API's table
+    of contents."""
     limits = service.limits
     batcher = MicroBatcher(partial(run_batch, service), max_batch=limits.max_batch,
-                           wait_s=limits.batch_wait_ms / 1000)
+                           wait_s=limits.batch_wait_ms / 1000, sleep=sleep)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

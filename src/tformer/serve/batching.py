@@ -4,6 +4,10 @@
                        batch_wait_ms have passed since the first; group the jobs by key; run each group as
                        one call in the model's thread; hand every job its answer
 
+A `Job` is all the batcher knows of a request: its key (jobs with equal keys may run as one call; None: it
+runs alone), its size (sentences it adds to a batch) and its work (what the runner is given). What the work
+is, and which settings its key stands for, is the caller's business (`service`: one dataclass per endpoint).
+
 One worker and one thread do all the model's work, one batch at a time, so the event loop keeps answering
 (/health, new requests joining the queue) while a batch decodes, and nothing runs the model concurrently
 (recording attention, or eval mode, would leak between batches). While a batch decodes, new requests queue
@@ -19,21 +23,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
-from tformer.serve.service import Job
+Runner = Callable[[list[Any]], list[Any]]  # the works of jobs of one key -> one answer per work, in order
+Sleep = Callable[[float], Awaitable[None]]  # how a batch waits for company: asyncio.sleep, or a test's own
 
-Runner = Callable[[Hashable, list[Any]], list[Any]]  # (key, payloads) -> one answer per payload, in order
+
+@dataclass(frozen=True)
+class Job:
+    """One request as the batcher queues it."""
+
+    key: Hashable | None  # jobs with equal keys may run as one call; None: it runs alone
+    size: int  # sentences it adds to a batch
+    work: Any  # what the runner is given
 
 
 class MicroBatcher:
-    """Collects jobs into batches of at most `max_batch` sentences and runs them with `run(key, payloads)`
-    in one worker thread. `submit` from the event loop; `start` and `stop` around the server's life."""
+    """Collects jobs into batches of at most `max_batch` sentences and runs them with `run(works)` in one
+    worker thread. `submit` from the event loop; `start` and `stop` around the server's life. A batch's
+    first job waits for others with `sleep(wait_s)`: asyncio.sleep, unless a test passes one it ends itself."""
 
-    def __init__(self, run: Runner, *, max_batch: int, wait_s: float) -> None:
-        self.run, self.max_batch, self.wait_s = run, max_batch, wait_s
+    def __init__(self, run: Runner, *, max_batch: int, wait_s: float, sleep: Sleep = asyncio.sleep) -> None:
+        self.run, self.max_batch, self.wait_s, self.sleep = run, max_batch, wait_s, sleep
         self.sizes: Counter[int] = Counter()  # requests in a batch -> how many batches had that many
         self.sentences = 0  # sentences decoded
         self._queue: asyncio.Queue[tuple[Job, asyncio.Future]] | None = None
@@ -52,11 +66,12 @@ class MicroBatcher:
                 await self._task
         self._thread.shutdown(wait=True)
 
-    async def submit(self, job: Job) -> Any:
-        """The answer to `job`, once a batch holding it has run; the job's error if it failed alone."""
+    def submit(self, job: Job) -> asyncio.Future:
+        """Queues `job` now; the future (await it in the event loop) gets its answer once a batch holding it has
+        run, or the job's error if it failed alone."""
         future = asyncio.get_running_loop().create_future()
-        await self._queue.put((job, future))
-        return await future
+        self._queue.put_nowait((job, future))
+        return future
 
     def stats(self) -> dict[str, Any]:
         batches = sum(self.sizes.values())
@@ -67,50 +82,58 @@ class MicroBatcher:
 
     async def _work(self) -> None:
         while True:
-            batch = await self._collect()
-            groups: dict[Hashable, list[tuple[Job, asyncio.Future]]] = {}
-            for job, future in batch:
-                groups.setdefault(job.key, []).append((job, future))
-            for key, group in groups.items():
-                await self._run(key, group)
+            for group in groups(await self._collect()):
+                await self._run(group)
 
     async def _collect(self) -> list[tuple[Job, asyncio.Future]]:
         """The next batch: the first job (waiting for one), then every job already queued and those that
-        come within wait_s of the first, until the next would take it over max_batch sentences."""
-        loop = asyncio.get_running_loop()
+        come while `sleep(wait_s)` runs, from the first on, until the next would take it over max_batch
+        sentences."""
         first = self._held or await self._queue.get()
         self._held = None
         batch, size = [first], first[0].size
-        deadline = loop.time() + self.wait_s
-        while size < self.max_batch:
-            try:
-                item = self._queue.get_nowait()
-            except asyncio.QueueEmpty:
-                left = deadline - loop.time()
-                if left <= 0:
+        waiting: asyncio.Future | None = None  # the wait for company, started once the queue is empty
+        try:
+            while size < self.max_batch:
+                if self._queue.empty():
+                    if waiting is None:
+                        waiting = asyncio.ensure_future(self.sleep(self.wait_s))
+                    item = await self._next(waiting)
+                    if item is None:
+                        break
+                else:
+                    item = self._queue.get_nowait()
+                if size + item[0].size > self.max_batch:
+                    self._held = item
                     break
-                try:  # a get cut short leaves its item in the queue (asyncio.timeout is 3.11+)
-                    item = await asyncio.wait_for(self._queue.get(), left)
-                except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
-                    break
-            if size + item[0].size > self.max_batch:
-                self._held = item
-                break
-            batch.append(item)
-            size += item[0].size
+                batch.append(item)
+                size += item[0].size
+        finally:
+            if waiting is not None:
+                waiting.cancel()
         return batch
 
-    async def _run(self, key: Hashable, group: list[tuple[Job, asyncio.Future]]) -> None:
+    async def _next(self, waiting: asyncio.Future) -> tuple[Job, asyncio.Future] | None:
+        """The next job queued before `waiting` ends; None if it ends first."""
+        getter = asyncio.ensure_future(self._queue.get())
+        try:
+            await asyncio.wait({getter, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not getter.done():
+                getter.cancel()  # a get cut short leaves its item in the queue
+        return getter.result() if getter.done() else None
+
+    async def _run(self, group: list[tuple[Job, asyncio.Future]]) -> None:
         loop = asyncio.get_running_loop()
         live = [(job, f) for job, f in group if not f.done()]  # a client that went away cancels its future
         if not live:
             return
         try:
-            answers = await loop.run_in_executor(self._thread, self.run, key, [job.payload for job, _ in live])
+            answers = await loop.run_in_executor(self._thread, self.run, [job.work for job, _ in live])
         except Exception as e:  # noqa: BLE001 - handed to the requests, or retried one by one
             if len(live) > 1:
                 for item in live:
-                    await self._run(key, [item])
+                    await self._run([item])
                 return
             answers = [e]
         self.sizes[len(live)] += 1
@@ -124,4 +147,19 @@ class MicroBatcher:
                 future.set_result(answer)
 
 
-__all__ = ["MicroBatcher", "Runner"]
+def groups(batch: list[tuple[Job, Any]]) -> list[list[tuple[Job, Any]]]:
+    """The batch's jobs grouped by key, each group in the order its first job came; a job of key None alone."""
+    out: list[list[tuple[Job, Any]]] = []
+    by_key: dict[Hashable, list[tuple[Job, Any]]] = {}
+    for item in batch:
+        key = item[0].key
+        if key is None or key not in by_key:
+            out.append([item])
+            if key is not None:
+                by_key[key] = out[-1]
+        else:
+            by_key[key].append(item)
+    return out
+
+
+__all__ = ["Job", "MicroBatcher", "Runner", "Sleep", "groups"]

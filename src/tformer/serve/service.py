@@ -2,10 +2,12 @@
 the model (`prepare_*`: its text against the limits and the model's context, its settings by the library's
 own checks), and batches of checked requests are decoded by the library's batched functions (`run_batch`).
 
-A prepared request is a `Job`: its batch key (requests with equal keys may be decoded together: the same
-endpoint and the same decoding settings), its size (sentences it adds to a batch) and its payload. Seeded
-sampling and attention maps have a key of their own, so they always run alone: a seeded draw in a batch
-would take other rows' random numbers, and recording attention switches the model to its eager kernel.
+A prepared request is a `batching.Job` holding its work, one frozen dataclass per endpoint (`TranslateWork`,
+`GenerateWork`, `ScoreWork`, `ClassifyWork`, `AttentionWork`): its `size` is the sentences it adds to a batch,
+and its `batch_key()` what requests must share to be decoded together (a translation's `TranslateSettings`, a
+generation's `GenerateSettings`; any scorings, any classifications). Seeded sampling and attention maps have
+no key, so they always run alone: a seeded draw in a batch would take other rows' random numbers, and
+recording attention switches the model to its eager kernel. `run_batch` runs works of one key by their type.
 
 Batched decoding gives each sentence what it gives the sentence alone (padding is masked; the library's
 tests hold `translate`, `generate`, scoring and classification to that), so batching changes when an answer
@@ -17,27 +19,39 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
 from tformer.config import TransformerConfig, family_of
-from tformer.data.device import resolve_device
+from tformer.decoding import generate
+from tformer.decoding.sampling import check_sampling
+from tformer.inference import (
+    DecodeConfig,
+    Loaded,
+    TextStream,
+    decode_config,
+    label_names,
+    load,
+    prompt_ids,
+    run_decode,
+    score_lines,
+    token_scores,
+    top_labels,
+    translate,
+)
 from tformer.quant import Int8Linear
+from tformer.serve.batching import Job
 from tformer.serve.limits import Limits
-from tformer.tasks.base import checkpoint_kind, load_checkpoint
-from tformer.training.checkpoint import load_config
 
 MAX_BEAM = 16  # beam sizes a request may ask for: each sentence costs `beam` rows
-MIN_TEMPERATURE = 1e-3  # below it (but above 0, greedy) logits / temperature overflow to inf in float32
 # what each kind of checkpoint serves, besides /health and /info (and /attention where attention is exact)
 ENDPOINTS = {"seq2seq": ("translate",), "gpt": ("generate", "score"), "bert classifier": ("classify",),
              "bert": ()}
-_alone = itertools.count()  # keys no other job shares
 
 
 class InputError(ValueError):
@@ -49,27 +63,31 @@ class InputError(ValueError):
         self.status = status
 
 
-@dataclass(frozen=True)
-class Job:
-    key: Hashable  # jobs with equal keys may share a batch; key[0] is the endpoint
-    size: int  # sentences it adds to a batch
-    payload: Any
-
-
 @dataclass
 class Service:
-    """A loaded checkpoint (model in eval mode, config, tokenizer), what it serves, and its limits."""
+    """A loaded checkpoint (`inference.Loaded`: model, config, tokenizer, kind, decoding layout), what it
+    serves, and its limits."""
 
-    path: str
-    model: nn.Module
-    config: TransformerConfig
-    tokenizer: Any
-    kind: str  # seq2seq, gpt, bert classifier, bert (`tasks.base.checkpoint_kind`)
+    loaded: Loaded
     limits: Limits
-    decode: Any = None  # the translator's DecodeConfig (its run's recipe.yaml, else the defaults)
+    decode: DecodeConfig | None = None  # a translator's: its run's recipe.yaml, else the defaults
     endpoints: tuple[str, ...] = ()  # what it serves: ENDPOINTS[kind], and "attention" where attention is exact
-    dtype: str = "float32"  # what the weights were loaded as
-    quantization: str | None = None  # "int8": linear layers quantized at load (tformer.quant)
+
+    @property
+    def model(self) -> nn.Module:
+        return self.loaded.model
+
+    @property
+    def config(self) -> TransformerConfig:
+        return self.loaded.config
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.loaded.tokenizer
+
+    @property
+    def kind(self) -> str:
+        return self.loaded.kind
 
     def text_limit(self, room: int = 0) -> int:
         """Tokens one text may have: the server's --max-tokens, at most the model's context less `room`."""
@@ -89,9 +107,10 @@ class Service:
             extra["decode"] = {k: v for k, v in vars(self.decode).items() if k != "batch_size"}
         if self.kind == "bert classifier":
             extra["labels"] = label_names(c)
-        return {"checkpoint": self.path, "family": family_of(c), "kind": self.kind, "model": type(self.model).__name__,
-                "attention": c.attention.kind, "device": str(next(self.model.parameters()).device),
-                "dtype": self.dtype, "quantization": self.quantization,
+        return {"checkpoint": self.loaded.path, "family": family_of(c), "kind": self.kind,
+                "model": type(self.model).__name__, "attention": c.attention.kind,
+                "device": str(next(self.model.parameters()).device), "dtype": self.loaded.dtype,
+                "quantization": self.loaded.quantization,
                 "sizes": sizes, "endpoints": list(self.endpoints), "limits": dataclasses.asdict(self.limits),
                 "max_beam": MAX_BEAM, **extra}
 
@@ -106,23 +125,14 @@ class Service:
 
 def load_service(path: str | Path, *, limits: Limits, device: str = "auto", dtype: str = "float32",
                  quantization: str | None = None) -> Service:
-    """The checkpoint at `path` (any kind `tasks.base.load_checkpoint` reads: trained here or imported from
-    Hugging Face), on `device` in `dtype`, ready to serve; `quantization` ("int8") quantizes it at load, on
-    the CPU."""
-    from tformer.tasks.translation import decode_config, run_recipe
-
-    if quantization is not None and device == "auto":
-        device = "cpu"
-    where = resolve_device(device, what="--device", mps=True)
-    config, model_class = load_config(path)
-    kind = checkpoint_kind(config, model_class)
-    model, config, tokenizer = load_checkpoint(path, device=str(where), dtype=dtype, quantization=quantization)
+    """The checkpoint at `path` (any kind `inference.load` reads: trained here or imported from Hugging
+    Face), on `device` in `dtype`, ready to serve; `quantization` ("int8") quantizes it at load, on the CPU."""
+    loaded = load(path, device=device, dtype=dtype, quantization=quantization)
     decode = None
-    if kind == "seq2seq":
-        decode = decode_config(run_recipe(path), batch_size=limits.max_batch)
-    return Service(path=str(path), model=model.to(where).eval(), config=config, tokenizer=tokenizer, kind=kind,
-                   limits=limits, decode=decode, endpoints=ENDPOINTS[kind] + (("attention",) if exact(model) else ()),
-                   dtype=dtype, quantization=quantization)
+    if loaded.kind == "seq2seq":
+        decode = decode_config(run_decode(path), batch_size=limits.max_batch)
+    endpoints = ENDPOINTS[loaded.kind] + (("attention",) if exact(loaded.model) else ())
+    return Service(loaded=loaded, limits=limits, decode=decode, endpoints=endpoints)
 
 
 def exact(model: nn.Module) -> bool:
@@ -136,8 +146,112 @@ def exact(model: nn.Module) -> bool:
     return True
 
 
-def label_names(config: Any) -> list[str]:
-    return list(config.label_names) or [f"LABEL_{i}" for i in range(config.n_labels)]
+# --- the work of each endpoint ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TranslateSettings:
+    """How a translation searches: translations with equal settings are decoded in one call."""
+
+    beam: int
+    lenpen: float
+
+
+@dataclass(frozen=True)
+class TranslateWork:
+    """Sentences to translate, and how."""
+
+    texts: tuple[str, ...]
+    settings: TranslateSettings
+
+    @property
+    def size(self) -> int:
+        return len(self.texts)
+
+    def batch_key(self) -> TranslateSettings:
+        return self.settings
+
+
+@dataclass(frozen=True)
+class GenerateSettings:
+    """How a generation samples (`decoding.generate`'s arguments): unseeded ones with equal settings are
+    decoded in one call."""
+
+    temperature: float  # 0: greedy
+    top_k: int | None
+    top_p: float | None
+    seed: int | None
+    stop_tokens: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class GenerateWork:
+    """One prompt to continue: its ids, how many tokens it may get, where its text goes as it comes, and how
+    it samples."""
+
+    ids: tuple[int, ...]
+    max_new: int  # at most: the request's max_new_tokens, or what the context leaves
+    emit: Callable[[str], None] | None
+    settings: GenerateSettings
+    size: ClassVar[int] = 1
+
+    def batch_key(self) -> GenerateSettings | None:
+        """Greedy generations share a key whatever their other settings (they change nothing); a seeded draw
+        has none (it runs alone)."""
+        s = self.settings
+        if s.temperature == 0:
+            return GenerateSettings(temperature=0.0, top_k=None, top_p=None, seed=None, stop_tokens=s.stop_tokens)
+        return None if s.seed is not None else s
+
+
+@dataclass(frozen=True)
+class ScoreWork:
+    """Texts to score; `per_token` only shapes the answer, so any scorings share a batch."""
+
+    texts: tuple[str, ...]
+    per_token: bool
+
+    @property
+    def size(self) -> int:
+        return len(self.texts)
+
+    def batch_key(self) -> type:
+        return ScoreWork
+
+
+@dataclass(frozen=True)
+class ClassifyWork:
+    """Texts to classify; `top` only shapes the answer, so any classifications share a batch."""
+
+    texts: tuple[str, ...]
+    top: int
+
+    @property
+    def size(self) -> int:
+        return len(self.texts)
+
+    def batch_key(self) -> type:
+        return ClassifyWork
+
+
+@dataclass(frozen=True)
+class AttentionWork:
+    """A text (and an encoder-decoder's target) whose attention weights to record: always alone."""
+
+    text: str
+    target: str | None
+    size: ClassVar[int] = 1
+
+    def batch_key(self) -> None:
+        return None
+
+
+Work = TranslateWork | GenerateWork | ScoreWork | ClassifyWork | AttentionWork
+
+
+def job(work: Work) -> Job:
+    """`work` as the batcher queues it: with its batch key and size."""
+    return Job(key=work.batch_key(), size=work.size, work=work)
 
 
 # --- checking requests -----------------------------------------------------------------------------------
@@ -192,23 +306,12 @@ def prepare_translate(service: Service, *, text: str | None, texts: list[str] | 
     limit = service.text_limit()
     for (name, _), ids in zip(named, service.tokenizer.encode_batch([t for _, t in named]), strict=True):
         check_tokens(len(ids), limit, name, service)
-    return Job(("translate", decode.beam, decode.lenpen), len(named), [t for _, t in named])
-
-
-@dataclass(frozen=True)
-class Generation:
-    """One prompt to continue: its ids, how many tokens it may get, and where its text goes as it comes."""
-
-    ids: list[int]
-    max_new: int  # at most: the request's max_new_tokens, or what the context leaves
-    emit: Callable[[str], None] | None
+    return job(TranslateWork(tuple(t for _, t in named), TranslateSettings(beam=decode.beam, lenpen=decode.lenpen)))
 
 
 def prepare_generate(service: Service, *, prompt: str, max_new_tokens: int | None, temperature: float,
                      top_k: int | None, top_p: float | None, seed: int | None, stop: bool,
                      emit: Callable[[str], None] | None = None) -> Job:
-    from tformer.decoding.sampling import check_sampling
-    from tformer.tasks.lm import prompt_ids
 
     limits = service.limits
     check_text(prompt, "prompt", limits, empty=True)
@@ -217,22 +320,12 @@ def prepare_generate(service: Service, *, prompt: str, max_new_tokens: int | Non
         raise InputError(f"max_new_tokens={max_new} is not allowed; give 0 to {limits.max_new_tokens} "
                          "(--max-new-tokens)")
     _library_check(lambda: check_sampling(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed))
-    if 0 < temperature < MIN_TEMPERATURE:
-        raise InputError(f"temperature={temperature} is too small to sample with; give 0 (greedy) or at least "
-                         f"{MIN_TEMPERATURE:g}")
     ids = _library_check(lambda: prompt_ids(service.tokenizer, service.config, prompt))
     check_tokens(len(ids), service.text_limit(room=1), "prompt", service, what=", less 1 to generate into")
     config = service.config
     stops = (config.eos_id,) if stop and config.eos_id is not None else ()
-    if temperature == 0:
-        key: tuple = ("generate", 0.0, None, None, stops)  # greedy: the other settings change nothing
-    elif seed is not None:
-        key = ("generate", "alone", next(_alone))
-    else:
-        key = ("generate", temperature, top_k, top_p, stops)
-    settings = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, stop_tokens=stops)
-    n = min(max_new, config.max_len - len(ids))
-    return Job(key, 1, (Generation(ids, n, emit), settings))
+    settings = GenerateSettings(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, stop_tokens=stops)
+    return job(GenerateWork(tuple(ids), min(max_new, config.max_len - len(ids)), emit, settings))
 
 
 def prepare_score(service: Service, *, text: str | None, texts: list[str] | None, per_token: bool) -> Job:
@@ -244,7 +337,7 @@ def prepare_score(service: Service, *, text: str | None, texts: list[str] | None
         if bos is None and len(ids) < 2:
             raise InputError(f"{name} is {len(ids)} token(s); this model has no start token, so its first token "
                              "is context only: give at least 2")
-    return Job(("score",), len(named), ([t for _, t in named], per_token))
+    return job(ScoreWork(tuple(t for _, t in named), per_token))
 
 
 def prepare_classify(service: Service, *, text: str | None, texts: list[str] | None, top: int) -> Job:
@@ -254,7 +347,7 @@ def prepare_classify(service: Service, *, text: str | None, texts: list[str] | N
     limit = service.text_limit(room=2)
     for (name, _), ids in zip(named, service.tokenizer.encode_batch([t for _, t in named]), strict=True):
         check_tokens(len(ids), limit, name, service, what=", less 2 for [CLS] and [SEP]")
-    return Job(("classify",), len(named), ([t for _, t in named], top))
+    return job(ClassifyWork(tuple(t for _, t in named), top))
 
 
 def prepare_attention(service: Service, *, text: str, target: str | None) -> Job:
@@ -271,7 +364,7 @@ def prepare_attention(service: Service, *, text: str, target: str | None) -> Job
     else:
         room = 0 if service.kind == "seq2seq" else 2  # BERT: [CLS] text [SEP]
     check_tokens(len(service.tokenizer.encode(text)), service.text_limit(room=room), "text", service)
-    return Job(("attention", next(_alone)), 1, (text, target))
+    return job(AttentionWork(text, target))
 
 
 def _library_check(check: Callable[[], Any]) -> Any:
@@ -285,45 +378,42 @@ def _library_check(check: Callable[[], Any]) -> Any:
 # --- running batches ------------------------------------------------------------------------------------
 
 
-def run_batch(service: Service, key: tuple, payloads: list[Any]) -> list[Any]:
-    """The answers to a batch of prepared requests of one key, in order: one library call for them all."""
-    runners = {"translate": _translate, "generate": _generate, "score": _score, "classify": _classify,
-               "attention": _attention}
-    return runners[key[0]](service, key, payloads)
+def run_batch(service: Service, works: list[Work]) -> list[Any]:
+    """The answers to the works of one batch key (so of one type), in order: one library call for them all."""
+    runners = {TranslateWork: _translate, GenerateWork: _generate, ScoreWork: _score, ClassifyWork: _classify,
+               AttentionWork: _attention}
+    return runners[type(works[0])](service, works)
 
 
-def _flat(payloads: list[list[str]]) -> tuple[list[str], list[int]]:
+def _flat(texts: list[Sequence[str]]) -> tuple[list[str], list[int]]:
     """All the texts of a batch's requests in one list, and where each request's texts start."""
-    starts = list(itertools.accumulate([0, *map(len, payloads)]))
-    return [t for p in payloads for t in p], starts
+    starts = list(itertools.accumulate([0, *map(len, texts)]))
+    return [t for request in texts for t in request], starts
 
 
-def _translate(service: Service, key: tuple, payloads: list[list[str]]) -> list[list[str]]:
-    from tformer.tasks.translation import translate
+def _translate(service: Service, works: list[TranslateWork]) -> list[list[str]]:
 
-    decode = dataclasses.replace(service.decode, beam=key[1], lenpen=key[2],
-                                 batch_size=max(service.decode.batch_size, sum(map(len, payloads))))
-    texts, starts = _flat(payloads)
-    out = translate(service.model, service.tokenizer, texts, decode)
+    settings = works[0].settings  # the batch key: equal in every work
+    decode = dataclasses.replace(service.decode, beam=settings.beam, lenpen=settings.lenpen,
+                                 batch_size=max(service.decode.batch_size, sum(w.size for w in works)))
+    texts, starts = _flat([w.texts for w in works])
+    out = translate(service.model, service.tokenizer, texts, decode, layout=service.loaded.layout)
     return [out[a:b] for a, b in itertools.pairwise(starts)]
 
 
-def _generate(service: Service, key: tuple, payloads: list[tuple[Generation, dict]]) -> list[dict[str, Any]]:
+def _generate(service: Service, works: list[GenerateWork]) -> list[dict[str, Any]]:
     """Continue every prompt of the batch in `decoding.generate` calls: as few as the context allows (the
     longest prompt plus the most new tokens of a call must fit max_len; a row's own positions start at its
     first token, so each row gets what it would get alone), each row cut at its own max_new."""
-    from tformer.tasks.lm import TextStream
 
-    settings = payloads[0][1]
-    rows = [g for g, _ in payloads]
-    streams = [TextStream(service.tokenizer) for _ in rows]
-    for group in _fitting(rows, service.config.max_len):
-        _generate_rows(service, [rows[i] for i in group], [streams[i] for i in group], settings)
+    streams = [TextStream(service.tokenizer) for _ in works]
+    for group in _fitting(works, service.config.max_len):
+        _generate_rows(service, [works[i] for i in group], [streams[i] for i in group])
     return [{"text": s.text, "tokens": len(s.ids), "finish": "length" if len(s.ids) == g.max_new else "stop"}
-            for g, s in zip(rows, streams, strict=True)]
+            for g, s in zip(works, streams, strict=True)]
 
 
-def _fitting(rows: list[Generation], max_len: int) -> list[list[int]]:
+def _fitting(rows: list[GenerateWork], max_len: int) -> list[list[int]]:
     """The rows' indices in groups, in order, each group's longest prompt + most new tokens <= max_len."""
     groups: list[list[int]] = []
     longest = most = 0
@@ -337,8 +427,7 @@ def _fitting(rows: list[Generation], max_len: int) -> list[list[int]]:
     return groups
 
 
-def _generate_rows(service: Service, rows: list[Generation], streams: list[Any], settings: dict) -> None:
-    from tformer.decoding import generate
+def _generate_rows(service: Service, rows: list[GenerateWork], streams: list[Any]) -> None:
 
     def on_token(row: int, token: int) -> None:
         if len(streams[row].ids) < rows[row].max_new:  # a row stops at its own limit, the call at the largest
@@ -348,22 +437,22 @@ def _generate_rows(service: Service, rows: list[Generation], streams: list[Any],
 
     most = max(g.max_new for g in rows)
     if most > 0:
-        generate(service.model, [g.ids for g in rows], max_new_tokens=most, pad_id=service.config.pad_id or 0,
-                 on_token=on_token, **settings)
+        generate(service.model, [list(g.ids) for g in rows], max_new_tokens=most, pad_id=service.config.pad_id or 0,
+                 on_token=on_token, layout=service.loaded.layout,
+                 **dataclasses.asdict(rows[0].settings))  # the batch key: equal in every row
 
 
-def _score(service: Service, key: tuple, payloads: list[tuple[list[str], bool]]) -> list[list[dict[str, Any]]]:
-    from tformer.tasks.scoring import score_lines, token_scores
+def _score(service: Service, works: list[ScoreWork]) -> list[list[dict[str, Any]]]:
 
-    texts, starts = _flat([t for t, _ in payloads])
+    texts, starts = _flat([w.texts for w in works])
     scores = score_lines(service.model, service.tokenizer, texts)
     out = []
-    for (_, per_token), (a, b) in zip(payloads, itertools.pairwise(starts), strict=True):
+    for work, (a, b) in zip(works, itertools.pairwise(starts), strict=True):
         answer = []
         for text, s in zip(texts[a:b], scores[a:b], strict=True):
             item = {"log_prob": s.log_prob, "tokens": s.n_tokens, "perplexity": _finite(s.perplexity),
                     "bits_per_token": -s.log_prob / math.log(2) / s.n_tokens, "bits_per_char": s.bits_per_char}
-            if per_token:
+            if work.per_token:
                 item["token_log_probs"] = [[t, lp] for t, lp in token_scores(service.tokenizer, text, s)]
             answer.append(item)
         out.append(answer)
@@ -374,25 +463,26 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _classify(service: Service, key: tuple, payloads: list[tuple[list[str], int]]) -> list[list[list[dict]]]:
-    from tformer.tasks.classify import top_labels
+def _classify(service: Service, works: list[ClassifyWork]) -> list[list[list[dict]]]:
 
-    texts, starts = _flat([t for t, _ in payloads])
+    texts, starts = _flat([w.texts for w in works])
     labels = top_labels(service.model, service.tokenizer, texts, top=service.config.n_labels)
-    return [[[{"label": name, "probability": p} for name, p in ranked[:top]] for ranked in labels[a:b]]
-            for (_, top), (a, b) in zip(payloads, itertools.pairwise(starts), strict=True)]
+    return [[[{"label": name, "probability": p} for name, p in ranked[:w.top]] for ranked in labels[a:b]]
+            for w, (a, b) in zip(works, itertools.pairwise(starts), strict=True)]
 
 
-def _attention(service: Service, key: tuple, payloads: list[tuple[str, str | None]]) -> list[dict[str, Any]]:
+def _attention(service: Service, works: list[AttentionWork]) -> list[dict[str, Any]]:
     from tformer.viz.attention import attention_maps
 
     out = []
-    for text, target in payloads:
-        maps = attention_maps(service.model, service.tokenizer, text, target=target)
+    for w in works:
+        maps = attention_maps(service.model, service.tokenizer, w.text, target=w.target)
         out.append({"maps": [{"part": m.part, "title": m.title, "queries": m.queries, "keys": m.keys,
                               "weights": torch.round(m.weights, decimals=4).tolist()} for m in maps]})
     return out
 
 
-__all__ = ["ENDPOINTS", "MAX_BEAM", "InputError", "Job", "Service", "check_text", "load_service", "prepare_attention",
-           "prepare_classify", "prepare_generate", "prepare_score", "prepare_translate", "run_batch"]
+__all__ = ["ENDPOINTS", "MAX_BEAM", "AttentionWork", "ClassifyWork", "GenerateSettings", "GenerateWork", "InputError",
+           "ScoreWork", "Service", "TranslateSettings", "TranslateWork", "Work", "check_text", "job", "load_service",
+           "prepare_attention", "prepare_classify", "prepare_generate", "prepare_score", "prepare_translate",
+           "run_batch"]
