@@ -226,7 +226,7 @@ def measure(url: str, bodies: list[dict], expected: list[list[str]], clients: in
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    from tformer.inference import decode_config, load, run_decode, translate
+    from tformer import inference
 
     args = parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
@@ -235,12 +235,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(f"training a small translator ({args.train_steps} steps) ...", flush=True)
             checkpoint = train_small(Path(tmp), args.train_steps)
         sentences = source_sentences(args, checkpoint)
-        loaded = load(checkpoint, command="translate")
+        loaded = inference.load(checkpoint, command="translate")
         model, tokenizer = loaded.model, loaded.tokenizer
-        decode = decode_config(run_decode(checkpoint), beam=args.beam)
+        decode = inference.decode_config(inference.run_decode(checkpoint), beam=args.beam)
         print(f"decoding {len(sentences)} sentences alone (the reference) ...", flush=True)
         start = time.perf_counter()
-        alone = [translate(model, tokenizer, [s], decode, layout=loaded.layout)[0] for s in sentences]
+        alone = [inference.translate(model, tokenizer, [s], decode, layout=loaded.layout)[0] for s in sentences]
         alone_s = time.perf_counter() - start
         del model, loaded
         k = args.texts
