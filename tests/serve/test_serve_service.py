@@ -12,20 +12,22 @@ import pytest
 from tformer.serve import Limits
 from tformer.serve.batching import Job
 from tformer.serve.service import (
-    AttentionWork,
-    ClassifyWork,
-    GenerateSettings,
-    GenerateWork,
-    ScoreWork,
     Service,
-    TranslateSettings,
-    TranslateWork,
     load_service,
     prepare_attention,
     prepare_classify,
     prepare_generate,
     prepare_score,
     prepare_translate,
+)
+from tformer.serve.work import (
+    AttentionWork,
+    ClassifyWork,
+    GenerateSettings,
+    GenerateWork,
+    ScoreWork,
+    TranslateSettings,
+    TranslateWork,
     run_batch,
 )
 
@@ -44,8 +46,9 @@ def generation(service: Service, **settings: object) -> Job:
 def test_a_translation_is_keyed_by_its_search_settings(services: dict[str, Service]) -> None:
     mt = services["seq2seq"]
     job = prepare_translate(mt, text=None, texts=["the cat", "a dog"], beam=None, lenpen=None)
-    assert job.work == TranslateWork(("the cat", "a dog"), TranslateSettings(beam=2, lenpen=1.0))  # the recipe's
-    assert job.size == 2 and job.key == TranslateSettings(beam=2, lenpen=1.0)
+    recipes = TranslateSettings(beam=2, lenpen=1.0, max_len_a=1.0, max_len_b=6)  # the run's recipe.yaml
+    assert job.work == TranslateWork(("the cat", "a dog"), recipes)
+    assert job.size == 2 and job.key == recipes
     assert prepare_translate(mt, text="a", texts=None, beam=2, lenpen=None).key == job.key
     assert prepare_translate(mt, text="a", texts=None, beam=3, lenpen=None).key != job.key
     assert prepare_translate(mt, text="a", texts=None, beam=None, lenpen=0.5).key != job.key
@@ -84,12 +87,12 @@ def test_scorings_classifications_and_attention_maps(services: dict[str, Service
 def test_run_batch_runs_works_by_their_type_each_answer_its_own(services: dict[str, Service]) -> None:
     gpt, clf = services["gpt"], services["bert classifier"]
     works = [ScoreWork(("the cat", "a dog"), True), ScoreWork(("the",), False)]
-    batched = run_batch(gpt, works)
-    alone = [run_batch(gpt, [w])[0] for w in works]
+    batched = run_batch(gpt.loaded, works)
+    alone = [run_batch(gpt.loaded, [w])[0] for w in works]
     assert [len(a) for a in batched] == [2, 1] and "token_log_probs" not in batched[1][0]
     flat = [s["log_prob"] for answer in batched for s in answer]
     assert flat == pytest.approx([s["log_prob"] for answer in alone for s in answer], rel=1e-5)
-    labels = run_batch(clf, [ClassifyWork(("a",), 1), ClassifyWork(("b", "c"), 3)])
+    labels = run_batch(clf.loaded, [ClassifyWork(("a",), 1), ClassifyWork(("b", "c"), 3)])
     assert [[len(ranked) for ranked in a] for a in labels] == [[1], [3, 3]]
     greedy = [generation(gpt, temperature=0.0, prompt=p, max_new_tokens=n).work for p, n in (("the", 4), ("a do", 6))]
-    assert run_batch(gpt, greedy) == [run_batch(gpt, [w])[0] for w in greedy]
+    assert run_batch(gpt.loaded, greedy) == [run_batch(gpt.loaded, [w])[0] for w in greedy]

@@ -42,8 +42,8 @@ from tformer.serve.service import (
     prepare_generate,
     prepare_score,
     prepare_translate,
-    run_batch,
 )
+from tformer.serve.work import run_batch
 
 
 def create_app(service: Service, *, sleep: Sleep = asyncio.sleep) -> FastAPI:
@@ -54,7 +54,7 @@ def create_app(service: Service, *, sleep: Sleep = asyncio.sleep) -> FastAPI:
     declaration that closes over the same service and batcher, and one list of routes reads as the API's table
     of contents."""
     limits = service.limits
-    batcher = MicroBatcher(partial(run_batch, service), max_batch=limits.max_batch,
+    batcher = MicroBatcher(partial(run_batch, service.loaded), max_batch=limits.max_batch,
                            wait_s=limits.batch_wait_ms / 1000, sleep=sleep)
 
     @asynccontextmanager

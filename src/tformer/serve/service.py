@@ -1,52 +1,45 @@
-"""The model a server holds, and what it does with it: each request is checked here, before it waits for
-the model (`prepare_*`: its text against the limits and the model's context, its settings by the library's
-own checks), and batches of checked requests are decoded by the library's batched functions (`run_batch`).
+"""The model a server holds, and each request checked before it waits for the model (`prepare_*`: its
+text against the limits and the model's context, its settings by the library's own checks), into the work
+it asks for (`serve.work`).
 
-A prepared request is a `batching.Job` holding its work, one frozen dataclass per endpoint (`TranslateWork`,
-`GenerateWork`, `ScoreWork`, `ClassifyWork`, `AttentionWork`): its `size` is the sentences it adds to a batch,
-and its `batch_key()` what requests must share to be decoded together (a translation's `TranslateSettings`, a
-generation's `GenerateSettings`; any scorings, any classifications). Seeded sampling and attention maps have
-no key, so they always run alone: a seeded draw in a batch would take other rows' random numbers, and
-recording attention switches the model to its eager kernel. `run_batch` runs works of one key by their type.
-
-Batched decoding gives each sentence what it gives the sentence alone (padding is masked; the library's
-tests hold `translate`, `generate`, scoring and classification to that), so batching changes when an answer
-comes, not what it is.
+A prepared request is a `batching.Job` (`work.job`) holding the work of its endpoint; `serve.work` says
+which works share a batch and runs them.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-import torch
 from torch import nn
 
 from tformer.config import TransformerConfig, family_of
-from tformer.decoding import generate
 from tformer.decoding.sampling import check_sampling
 from tformer.inference import (
     DecodeConfig,
     Loaded,
-    TextStream,
     decode_config,
     label_names,
     load,
     prompt_ids,
     run_decode,
-    score_lines,
-    token_scores,
-    top_labels,
-    translate,
 )
 from tformer.quant import Int8Linear
 from tformer.serve.batching import Job
 from tformer.serve.limits import Limits
+from tformer.serve.work import (
+    AttentionWork,
+    ClassifyWork,
+    GenerateSettings,
+    GenerateWork,
+    ScoreWork,
+    TranslateSettings,
+    TranslateWork,
+    job,
+)
 
 MAX_BEAM = 16  # beam sizes a request may ask for: each sentence costs `beam` rows
 # what each kind of checkpoint serves, besides /health and /info (and /attention where attention is exact)
@@ -146,114 +139,6 @@ def exact(model: nn.Module) -> bool:
     return True
 
 
-# --- the work of each endpoint ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TranslateSettings:
-    """How a translation searches: translations with equal settings are decoded in one call."""
-
-    beam: int
-    lenpen: float
-
-
-@dataclass(frozen=True)
-class TranslateWork:
-    """Sentences to translate, and how."""
-
-    texts: tuple[str, ...]
-    settings: TranslateSettings
-
-    @property
-    def size(self) -> int:
-        return len(self.texts)
-
-    def batch_key(self) -> TranslateSettings:
-        return self.settings
-
-
-@dataclass(frozen=True)
-class GenerateSettings:
-    """How a generation samples (`decoding.generate`'s arguments): unseeded ones with equal settings are
-    decoded in one call."""
-
-    temperature: float  # 0: greedy
-    top_k: int | None
-    top_p: float | None
-    seed: int | None
-    stop_tokens: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class GenerateWork:
-    """One prompt to continue: its ids, how many tokens it may get, where its text goes as it comes, and how
-    it samples."""
-
-    ids: tuple[int, ...]
-    max_new: int  # at most: the request's max_new_tokens, or what the context leaves
-    emit: Callable[[str], None] | None
-    settings: GenerateSettings
-    size: ClassVar[int] = 1
-
-    def batch_key(self) -> GenerateSettings | None:
-        """Greedy generations share a key whatever their other settings (they change nothing); a seeded draw
-        has none (it runs alone)."""
-        s = self.settings
-        if s.temperature == 0:
-            return GenerateSettings(temperature=0.0, top_k=None, top_p=None, seed=None, stop_tokens=s.stop_tokens)
-        return None if s.seed is not None else s
-
-
-@dataclass(frozen=True)
-class ScoreWork:
-    """Texts to score; `per_token` only shapes the answer, so any scorings share a batch."""
-
-    texts: tuple[str, ...]
-    per_token: bool
-
-    @property
-    def size(self) -> int:
-        return len(self.texts)
-
-    def batch_key(self) -> type:
-        return ScoreWork
-
-
-@dataclass(frozen=True)
-class ClassifyWork:
-    """Texts to classify; `top` only shapes the answer, so any classifications share a batch."""
-
-    texts: tuple[str, ...]
-    top: int
-
-    @property
-    def size(self) -> int:
-        return len(self.texts)
-
-    def batch_key(self) -> type:
-        return ClassifyWork
-
-
-@dataclass(frozen=True)
-class AttentionWork:
-    """A text (and an encoder-decoder's target) whose attention weights to record: always alone."""
-
-    text: str
-    target: str | None
-    size: ClassVar[int] = 1
-
-    def batch_key(self) -> None:
-        return None
-
-
-Work = TranslateWork | GenerateWork | ScoreWork | ClassifyWork | AttentionWork
-
-
-def job(work: Work) -> Job:
-    """`work` as the batcher queues it: with its batch key and size."""
-    return Job(key=work.batch_key(), size=work.size, work=work)
-
-
 # --- checking requests -----------------------------------------------------------------------------------
 
 
@@ -306,7 +191,9 @@ def prepare_translate(service: Service, *, text: str | None, texts: list[str] | 
     limit = service.text_limit()
     for (name, _), ids in zip(named, service.tokenizer.encode_batch([t for _, t in named]), strict=True):
         check_tokens(len(ids), limit, name, service)
-    return job(TranslateWork(tuple(t for _, t in named), TranslateSettings(beam=decode.beam, lenpen=decode.lenpen)))
+    settings = TranslateSettings(beam=decode.beam, lenpen=decode.lenpen, max_len_a=decode.max_len_a,
+                                 max_len_b=decode.max_len_b)
+    return job(TranslateWork(tuple(t for _, t in named), settings))
 
 
 def prepare_generate(service: Service, *, prompt: str, max_new_tokens: int | None, temperature: float,
@@ -375,114 +262,5 @@ def _library_check(check: Callable[[], Any]) -> Any:
         raise InputError(str(e).strip().splitlines()[0]) from None
 
 
-# --- running batches ------------------------------------------------------------------------------------
-
-
-def run_batch(service: Service, works: list[Work]) -> list[Any]:
-    """The answers to the works of one batch key (so of one type), in order: one library call for them all."""
-    runners = {TranslateWork: _translate, GenerateWork: _generate, ScoreWork: _score, ClassifyWork: _classify,
-               AttentionWork: _attention}
-    return runners[type(works[0])](service, works)
-
-
-def _flat(texts: list[Sequence[str]]) -> tuple[list[str], list[int]]:
-    """All the texts of a batch's requests in one list, and where each request's texts start."""
-    starts = list(itertools.accumulate([0, *map(len, texts)]))
-    return [t for request in texts for t in request], starts
-
-
-def _translate(service: Service, works: list[TranslateWork]) -> list[list[str]]:
-
-    settings = works[0].settings  # the batch key: equal in every work
-    decode = dataclasses.replace(service.decode, beam=settings.beam, lenpen=settings.lenpen,
-                                 batch_size=max(service.decode.batch_size, sum(w.size for w in works)))
-    texts, starts = _flat([w.texts for w in works])
-    out = translate(service.model, service.tokenizer, texts, decode, layout=service.loaded.layout)
-    return [out[a:b] for a, b in itertools.pairwise(starts)]
-
-
-def _generate(service: Service, works: list[GenerateWork]) -> list[dict[str, Any]]:
-    """Continue every prompt of the batch in `decoding.generate` calls: as few as the context allows (the
-    longest prompt plus the most new tokens of a call must fit max_len; a row's own positions start at its
-    first token, so each row gets what it would get alone), each row cut at its own max_new."""
-
-    streams = [TextStream(service.tokenizer) for _ in works]
-    for group in _fitting(works, service.config.max_len):
-        _generate_rows(service, [works[i] for i in group], [streams[i] for i in group])
-    return [{"text": s.text, "tokens": len(s.ids), "finish": "length" if len(s.ids) == g.max_new else "stop"}
-            for g, s in zip(works, streams, strict=True)]
-
-
-def _fitting(rows: list[GenerateWork], max_len: int) -> list[list[int]]:
-    """The rows' indices in groups, in order, each group's longest prompt + most new tokens <= max_len."""
-    groups: list[list[int]] = []
-    longest = most = 0
-    for i, g in enumerate(rows):
-        if groups and max(longest, len(g.ids)) + max(most, g.max_new) <= max_len:
-            groups[-1].append(i)
-            longest, most = max(longest, len(g.ids)), max(most, g.max_new)
-        else:
-            groups.append([i])
-            longest, most = len(g.ids), g.max_new
-    return groups
-
-
-def _generate_rows(service: Service, rows: list[GenerateWork], streams: list[Any]) -> None:
-
-    def on_token(row: int, token: int) -> None:
-        if len(streams[row].ids) < rows[row].max_new:  # a row stops at its own limit, the call at the largest
-            piece = streams[row].push(token)
-            if piece and rows[row].emit is not None:
-                rows[row].emit(piece)
-
-    most = max(g.max_new for g in rows)
-    if most > 0:
-        generate(service.model, [list(g.ids) for g in rows], max_new_tokens=most, pad_id=service.config.pad_id or 0,
-                 on_token=on_token, layout=service.loaded.layout,
-                 **dataclasses.asdict(rows[0].settings))  # the batch key: equal in every row
-
-
-def _score(service: Service, works: list[ScoreWork]) -> list[list[dict[str, Any]]]:
-
-    texts, starts = _flat([w.texts for w in works])
-    scores = score_lines(service.model, service.tokenizer, texts)
-    out = []
-    for work, (a, b) in zip(works, itertools.pairwise(starts), strict=True):
-        answer = []
-        for text, s in zip(texts[a:b], scores[a:b], strict=True):
-            item = {"log_prob": s.log_prob, "tokens": s.n_tokens, "perplexity": _finite(s.perplexity),
-                    "bits_per_token": -s.log_prob / math.log(2) / s.n_tokens, "bits_per_char": s.bits_per_char}
-            if work.per_token:
-                item["token_log_probs"] = [[t, lp] for t, lp in token_scores(service.tokenizer, text, s)]
-            answer.append(item)
-        out.append(answer)
-    return out
-
-
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
-def _classify(service: Service, works: list[ClassifyWork]) -> list[list[list[dict]]]:
-
-    texts, starts = _flat([w.texts for w in works])
-    labels = top_labels(service.model, service.tokenizer, texts, top=service.config.n_labels)
-    return [[[{"label": name, "probability": p} for name, p in ranked[:w.top]] for ranked in labels[a:b]]
-            for w, (a, b) in zip(works, itertools.pairwise(starts), strict=True)]
-
-
-def _attention(service: Service, works: list[AttentionWork]) -> list[dict[str, Any]]:
-    from tformer.viz.attention import attention_maps
-
-    out = []
-    for w in works:
-        maps = attention_maps(service.model, service.tokenizer, w.text, target=w.target)
-        out.append({"maps": [{"part": m.part, "title": m.title, "queries": m.queries, "keys": m.keys,
-                              "weights": torch.round(m.weights, decimals=4).tolist()} for m in maps]})
-    return out
-
-
-__all__ = ["ENDPOINTS", "MAX_BEAM", "AttentionWork", "ClassifyWork", "GenerateSettings", "GenerateWork", "InputError",
-           "ScoreWork", "Service", "TranslateSettings", "TranslateWork", "Work", "check_text", "job", "load_service",
-           "prepare_attention", "prepare_classify", "prepare_generate", "prepare_score", "prepare_translate",
-           "run_batch"]
+__all__ = ["ENDPOINTS", "MAX_BEAM", "InputError", "Service", "check_text", "load_service", "prepare_attention",
+           "prepare_classify", "prepare_generate", "prepare_score", "prepare_translate"]
