@@ -1,7 +1,8 @@
 """tformer's layers point one way, read from the source with `ast`: no import cycle among tformer's modules
 (a registry lives above the things it lists, shared helpers below all of them), and the modules under `nn/`
 import no config (nor anything of tformer outside `nn/`): they take plain arguments (tensors, ints,
-modules), and `models/builders.py` turns configs into them.
+modules), and `models/builders.py` turns configs into them. Inference is not training: `inference/`,
+`serve/` and the commands that use a trained model never run a module of `training/` or `tasks/`.
 
 Every `import` and `from ... import` counts, at module level and inside functions (a lazy import that
 dodges a cycle is still a cycle), relative ones resolved. `from p import x` is an edge to `p.x` when that

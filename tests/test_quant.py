@@ -90,7 +90,7 @@ def test_an_unknown_mode_is_refused_naming_the_allowed_ones(checkpoints: dict[st
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ValueError, match=r"^unknown quantization 'int4'; allowed: int8$"):
         quantize(models()["gpt"], "int4")
-    monkeypatch.setattr("tformer.inference.loaded.load_model", lambda path: pytest.fail("loaded"))
+    monkeypatch.setattr("tformer.inference.loaded.build_saved", lambda *a: pytest.fail("loaded"))
     with pytest.raises(ValueError, match=r"^unknown quantization 'int4'; allowed: int8$"):  # before loading
         load(checkpoints["gpt"], quantization="int4")
 
@@ -187,7 +187,7 @@ def test_int8_off_the_cpu_or_in_a_half_type_is_refused_before_loading(
     fake = (lambda name, what, mps=False: torch.device("cuda", 0)) if device == "cuda" else None
     if fake is not None:  # a GPU that this machine does not have
         monkeypatch.setattr("tformer.data.device.resolve_device", fake)
-    monkeypatch.setattr("tformer.inference.loaded.load_model", lambda *a, **k: pytest.fail("loaded"))
+    monkeypatch.setattr("tformer.inference.loaded.build_saved", lambda *a, **k: pytest.fail("loaded"))
     argv = [command[0], "--checkpoint", str(checkpoints["gpt"]), *command[1:], "--device", device, "--dtype", dtype,
             "--int8"]
     assert main(argv) == 2

@@ -66,7 +66,7 @@ def load_model(path: str | os.PathLike, *,
     back tied: they are one tensor in the model, and the file holds it once."""
     path = Path(path)
     config, class_name = load_config(path)
-    model = _build(path, config, class_name).to(device)
+    model = build_saved(path, config, class_name).to(device)
     load_weights(model, path)
     return model.eval(), config
 
@@ -128,7 +128,8 @@ def tied_names(model: nn.Module) -> list[list[str]]:
     return [sorted(g) for g in groups.values() if len(g) > 1]
 
 
-def _build(path: Path, config: TransformerConfig, class_name: str) -> nn.Module:
+def build_saved(path: str | os.PathLike, config: TransformerConfig, class_name: str) -> nn.Module:
+    """The model config.yaml describes, weights not loaded: `build_model(config)`, or the class it names."""
     model = build_model(config)
     if class_name and class_name != type(model).__name__:
         cls = getattr(tformer.models, class_name, None) if class_name in tformer.models.__all__ else None
@@ -165,5 +166,6 @@ def _read_yaml(path: Path) -> dict:
     return meta
 
 
-__all__ = ["CONFIG_FILE", "MANIFEST_FILE", "MODEL_FILE", "RENAMED", "TOKENIZER_DIR", "TRAINER_FILE", "checkpoint_file",
+__all__ = ["CONFIG_FILE", "MANIFEST_FILE", "MODEL_FILE", "RENAMED", "TOKENIZER_DIR", "TRAINER_FILE", "build_saved",
+           "checkpoint_file",
            "load_config", "load_model", "load_weights", "renamed", "tied_names", "tokenizer_dir"]

@@ -129,3 +129,13 @@ def test_run_decode_reads_the_decode_section_beside_the_checkpoint(checkpoints: 
     config = tformer.preset("transformer-tiny", {**TINY, "vocab_size": 300})
     save_checkpoint(tmp_path / "alone", model=tformer.build_model(config), config=config)
     assert run_decode(tmp_path / "alone") is None  # no run directory around it
+
+
+def test_load_reads_config_yaml_once(checkpoints: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    from tformer.inference import loaded as module
+
+    reads = []
+    real = module.load_config
+    monkeypatch.setattr(module, "load_config", lambda path: reads.append(path) or real(path))
+    assert load(checkpoints["gpt"], command="generate").kind == "gpt"
+    assert reads == [checkpoints["gpt"]]

@@ -16,7 +16,7 @@ from tformer.models.presets import PRESETS
 # preset -> (number of keys, sha256 of the keys joined by newlines, first 16 hex digits), recorded on the
 # tree before the move (commit 02bc758), and re-pinned deliberately in issue 17 when a layer's `self_attn.*`
 # and `attn_norm.*` became `mixer.*` and `mixer_norm.*` (with those two renamed back, the keys give the
-# digests of 02bc758; old checkpoints load through `nn.layers.rename_old_keys`).
+# digests of 02bc758; old checkpoints load through `tformer.checkpoints.RENAMED`).
 KEYS = {
     "transformer-base": (255, "e0ed4585968e3e4b"), "transformer-big": (255, "e0ed4585968e3e4b"),
     "transformer-tiny": (87, "6d12d3d215a046ed"), "bert-base": (207, "5bd94bdce21d4116"),

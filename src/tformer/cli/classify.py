@@ -1,5 +1,5 @@
 """`tformer classify --checkpoint DIR [-i F] [-o F] [--top N] [--truncate] [--device D] [--dtype T]`: each line
-of text's most likely labels, as `label<TAB>probability` pairs on one line (`tasks.classify.top_labels`); one
+of text's most likely labels, as `label<TAB>probability` pairs on one line (`inference.top_labels`); one
 line out for each line in, each answered as it arrives from a pipe (`cli.shared.answer_lines`)."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
     tformer score --checkpoint DIR [FILE | -i F] [-o F] [--per-token] [--device D] [--dtype T]
 
 `generate` continues each prompt (every --prompt, else each line of --input or stdin) N times
-(`tasks.lm.sample_prompts`), streaming the text to stdout as it is sampled, or one JSON object a sample;
+(`inference.sample_prompts`), streaming the text to stdout as it is sampled, or one JSON object a sample;
 `score` prints a table of each line's scores (`inference.score`), or log p(target | source) under an
 encoder-decoder.
 """

@@ -14,7 +14,7 @@ from typing import Any
 
 from torch import nn
 
-from tformer.checkpoints import load_config, load_model, tokenizer_dir
+from tformer.checkpoints import build_saved, load_config, load_weights, tokenizer_dir
 from tformer.config import TransformerConfig, family_of
 from tformer.data.device import check_placement, place
 from tformer.decoding.layout import DecodingLayout
@@ -61,6 +61,10 @@ def check_kind(path: str | Path, command: str) -> str:
     """The kind of checkpoint `path` holds; a ValueError unless `command` takes it, saying what it holds
     and which commands take that. Reads only config.yaml, so a command can check before anything else."""
     config, model_class = load_config(path)
+    return _check_kind(path, config, model_class, command)
+
+
+def _check_kind(path: str | Path, config: TransformerConfig, model_class: str, command: str) -> str:
     kind = checkpoint_kind(config, model_class)
     takes, refusal = NEEDS[command]
     if kind in takes:
@@ -89,9 +93,11 @@ def load(path: str | Path, *, command: str | None = None, device: str = "cpu", d
         if where.type != "cpu" or dtype != "float32":
             raise ValueError(f"--int8 runs in float32 on the CPU only (got --device {device} --dtype {dtype}); "
                              "drop --int8, or use --device cpu --dtype float32")
+    config, model_class = load_config(path)  # read once: the kind, then the model
     if command is not None:
-        check_kind(path, command)
-    model, config = load_model(path)
+        _check_kind(path, config, model_class, command)
+    model = build_saved(path, config, model_class)
+    load_weights(model, path)
     model = place(model, device=str(where), dtype=dtype)
     if tokenizer_dir(path) is None:
         raise ValueError(f"checkpoint {path} has no tokenizer/ directory")
