@@ -236,6 +236,38 @@ def test_beam_keeps_going_while_a_live_hypothesis_can_still_win() -> None:
     assert beam_search(model, src, beam=1, lenpen=1.0, max_len_a=0, max_len_b=6)[0][0].tokens == [3] * 6
 
 
+def test_stopping_finished_ends_once_beam_hypotheses_have_finished() -> None:
+    """The same toy model: under "finished" (fairseq, CTranslate2) beam 1 stops at the end symbol it found
+    first, as greedy does, where "best" searches on and finds the longer, better-scored hypothesis; beam 2
+    stops at step 2, once b, eos has finished too, where "best" goes on to the maximum length."""
+    #        pad  start eos   a     b
+    probs = [[.2, .2, .2, .2, .2],
+             [0., 0., .74, .25, .01],
+             [.2, .2, .2, .2, .2],
+             [0., 0., .005, .99, .005],
+             [0., 0., 1., 0., 0.]]
+    model, src = Bigram(probs), torch.tensor([[3]])
+    limits = dict(lenpen=1.0, max_len_a=0, max_len_b=6)
+    assert beam_search(model, src, beam=1, stopping="finished", **limits)[0][0].tokens == []
+    assert beam_search(model, src, beam=1, stopping="best", **limits)[0][0].tokens == [3] * 6
+    two = beam_search(model, src, beam=2, n_best=2, stopping="finished", **limits)[0]
+    assert [h.tokens for h in two] == [[], [4]]
+    best = beam_search(model, src, beam=2, n_best=2, stopping="best", **limits)[0]
+    assert [h.tokens for h in best] == [[3] * 6, []]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_stopping_finished_cached_matches_uncached_alone_and_never_beats_best(seed: int) -> None:
+    model, src = random_model(seed), padded_batch(seed)
+    first = beam_search(model, src, beam=3, stopping="finished")
+    uncached = beam_search(model, src, beam=3, stopping="finished", use_cache=False)
+    alone = [beam_search(model, real(src, i), beam=3, stopping="finished")[0] for i in range(src.shape[0])]
+    for other in (uncached, alone):
+        assert [s[0].tokens for s in first] == [s[0].tokens for s in other]
+    best = beam_search(model, src, beam=3, stopping="best")
+    assert all(f[0].score <= b[0].score + 1e-5 for f, b in zip(first, best, strict=True))
+
+
 def test_length_penalty_formulas() -> None:
     assert length_penalty(4, lenpen=1.0) == 4.0
     assert length_penalty(4, lenpen=0.0) == 1.0
@@ -250,6 +282,7 @@ def test_length_penalty_formulas() -> None:
     (dict(beam=24), "beam=24"),
     (dict(beam=2, n_best=3), "n_best=3"),
     (dict(lenpen_kind="wu"), "lenpen_kind='wu'"),
+    (dict(stopping="early"), "stopping='early' is not allowed; choose one of finished, best"),
     (dict(max_len_a=0, max_len_b=0), "at least 1"),
 ])
 def test_beam_rejects_bad_arguments(kwargs: dict, match: str) -> None:

@@ -1,9 +1,9 @@
 """Translation commands:
 
-    tformer translate --checkpoint DIR [-i F] [-o F] [--truncate] [--beam N] [--lenpen X] [--batch-size N]
-                      [--device D] [--dtype T]
+    tformer translate --checkpoint DIR [-i F] [-o F] [--truncate] [--beam N] [--lenpen X] [--stopping S]
+                      [--batch-size N] [--device D] [--dtype T]
     tformer evaluate --checkpoint DIR [--split test] [--limit N] [--json] [--hyp-out F] [-o F] [--beam N]
-                     [--lenpen X] [--batch-size N] [--device D] [--dtype T]
+                     [--lenpen X] [--stopping S] [--batch-size N] [--device D] [--dtype T]
     tformer demo CONFIG.yaml|NAME [key=value ...]
 
 Decoding settings not given come from the run's recipe.yaml beside the checkpoint
@@ -58,12 +58,15 @@ def add_decode_args(p: argparse.ArgumentParser) -> None:
                    help="beam size (1 = greedy; default: the recipe's decode.beam, else 4)")
     p.add_argument("--lenpen", type=options.real(), default=None,
                    help="length penalty exponent, a finite number (default: the recipe's, else 1.0)")
+    p.add_argument("--stopping", default=None,
+                   help="when a beam search ends: finished (once beam hypotheses have finished, as fairseq and "
+                        "CTranslate2) or best (once no live one can beat them; more steps); default: the recipe's")
     p.add_argument("--batch-size", type=options.integer(), default=None,
                    help="sentences per decoding batch (default: the recipe's, else 64)")
 
 
 def decode_args(args: argparse.Namespace) -> dict:
-    return {"beam": args.beam, "lenpen": args.lenpen, "batch_size": args.batch_size}
+    return {"beam": args.beam, "lenpen": args.lenpen, "stopping": args.stopping, "batch_size": args.batch_size}
 
 
 def cmd_translate(args: argparse.Namespace) -> int:

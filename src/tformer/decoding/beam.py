@@ -16,11 +16,16 @@ when there is one:
     fairseq   lp = len ** lenpen                     (lenpen 0: raw log-prob; > 0 favours longer output)
     gnmt      lp = ((5 + len) / 6) ** lenpen         (Wu et al. 2016, https://arxiv.org/abs/1609.08144)
 
-Stopping: a sentence is done once it has `beam` finished hypotheses and no live one can beat the worst of
-them (log-probs only fall, so a live prefix's best final score is its score now normalised by the shortest
-or the longest length it can still reach), or at its maximum length, where live hypotheses are finished
-without an end symbol. With lenpen 0, beam 1 is exactly greedy; with lenpen > 0 it may not be, because a
-live prefix can overtake a shorter finished one.
+Stopping, one of STOPPING; either way a sentence is done at its maximum length, where live hypotheses are
+finished without an end symbol:
+    "finished"  once `beam` hypotheses have finished (fairseq, CTranslate2 with patience 1, Hugging Face's
+                `early_stopping=True`): the rule most toolkits use, and the fewest steps
+    "best"      once it has `beam` finished hypotheses and no live one can beat the worst of them (log-probs
+                only fall, so a live prefix's best final score is its score now normalised by the shortest
+                or the longest length it can still reach): the best hypotheses the beam can find, at the
+                cost of more steps
+With lenpen 0, beam 1 is exactly greedy under "best"; with lenpen > 0 it may not be, because a live prefix
+can overtake a shorter finished one.
 
 B batch (sentences), K beam, N live sentences, t tokens generated so far, V vocabulary, d width.
 """
@@ -36,6 +41,7 @@ from tformer.decoding.layout import DecodingLayout
 from tformer.decoding.steps import eval_mode, max_lengths, next_log_probs, reorder_rows, source_lengths
 
 LENPEN_KINDS = ("fairseq", "gnmt")
+STOPPING = ("finished", "best")  # see the module docstring
 
 
 @dataclass(frozen=True)
@@ -53,7 +59,7 @@ def length_penalty(length: int, *, lenpen: float, kind: str = "fairseq") -> floa
     return float(length) ** lenpen
 
 
-def _check(*, beam: int, n_best: int, lenpen_kind: str, vocab_size: int) -> None:
+def _check(*, beam: int, n_best: int, lenpen_kind: str, stopping: str, vocab_size: int) -> None:
     if not isinstance(beam, int) or isinstance(beam, bool) or beam < 1:
         raise ValueError(f"beam={beam!r} must be a positive integer")
     if beam >= vocab_size:
@@ -62,6 +68,8 @@ def _check(*, beam: int, n_best: int, lenpen_kind: str, vocab_size: int) -> None
         raise ValueError(f"n_best={n_best!r} must be an integer in [1, beam={beam}]")
     if lenpen_kind not in LENPEN_KINDS:
         raise ValueError(f"lenpen_kind={lenpen_kind!r} is not allowed; choose one of {', '.join(LENPEN_KINDS)}")
+    if stopping not in STOPPING:
+        raise ValueError(f"stopping={stopping!r} is not allowed; choose one of {', '.join(STOPPING)}")
 
 
 def _keep_best(hyps: list[Hypothesis], new: Hypothesis, beam: int) -> None:
@@ -93,19 +101,20 @@ def _live(cand_scores: Tensor, is_eos: Tensor, *, beam: int) -> Tensor:
 @torch.inference_mode()
 def beam_search(model: nn.Module, src: Tensor, *, beam: int = 4, lenpen: float = 1.0,
                 lenpen_kind: str = "fairseq", max_len_a: float = 1.2, max_len_b: int = 10, n_best: int = 1,
-                use_cache: bool = True, layout: DecodingLayout | None = None) -> list[list[Hypothesis]]:
+                stopping: str = "best", use_cache: bool = True,
+                layout: DecodingLayout | None = None) -> list[list[Hypothesis]]:
     """Beam-search translations of a padded batch `src` (B, S) (padding = config.pad_id).
 
     Returns, per sentence, its `n_best` hypotheses sorted by score, best first. `lenpen` and `lenpen_kind`
     set the length normalisation, `max_len_a` and `max_len_b` the maximum length int(a * n + b) for a source
-    of n real tokens (as `greedy`); `use_cache` decodes incrementally (same result, fewer FLOPs); `layout`:
-    as `greedy`'s.
+    of n real tokens (as `greedy`); `stopping` when a sentence is done (STOPPING, the module docstring);
+    `use_cache` decodes incrementally (same result, fewer FLOPs); `layout`: as `greedy`'s.
 
     A function should stay near 60 lines; this one is longer on purpose: one step of the search reads top to
     bottom as the algorithm goes (candidates, finished, live, prune, reorder), and the three closures share the
     call's settings."""
     config = model.config
-    _check(beam=beam, n_best=n_best, lenpen_kind=lenpen_kind, vocab_size=config.vocab_size)
+    _check(beam=beam, n_best=n_best, lenpen_kind=lenpen_kind, stopping=stopping, vocab_size=config.vocab_size)
 
     def normalise(log_prob: float, length: int) -> float:
         return log_prob / length_penalty(length, lenpen=lenpen, kind=lenpen_kind)
@@ -119,6 +128,8 @@ def beam_search(model: nn.Module, src: Tensor, *, beam: int = 4, lenpen: float =
         Its log-prob can only fall, so its best final score is at its shortest or longest final length."""
         if len(hyps) < beam:
             return best_live > float("-inf")
+        if stopping == "finished":
+            return False
         return max(normalise(best_live, length + 1), normalise(best_live, limit)) > hyps[-1].score
 
     with eval_mode(model, rows=src.shape[0] * beam, layout=layout):

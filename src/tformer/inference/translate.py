@@ -21,6 +21,7 @@ from tformer.data.device import device_of
 from tformer.data.lines import TRUNCATE_NOTE, check_line_lengths
 from tformer.data.padding import pad
 from tformer.decoding import beam_search, greedy
+from tformer.decoding.beam import STOPPING
 from tformer.decoding.layout import DecodingLayout
 from tformer.inference.loaded import check_kind
 
@@ -31,6 +32,7 @@ class DecodeConfig:
     lenpen: float = 1.0  # fairseq: score = log p / length ** lenpen
     max_len_a: float = 1.5  # at most a * source_length + b target tokens
     max_len_b: int = 10
+    stopping: str = "best"  # beam search: "finished" or "best" (decoding.beam.STOPPING)
     batch_size: int = 64  # sentences per decoding batch
 
     def __post_init__(self) -> None:
@@ -39,16 +41,19 @@ class DecodeConfig:
             raise ValueError(f"decode.beam={self.beam} must be at least 1")
         if self.batch_size < 1:
             raise ValueError(f"decode.batch_size={self.batch_size} must be at least 1")
+        if self.stopping not in STOPPING:
+            raise ValueError(f"decode.stopping={self.stopping!r} is not allowed; choose one of {', '.join(STOPPING)} "
+                             "(finished: once beam hypotheses have finished; best: once none can beat them)")
         if self.max_len_a < 0 or self.max_len_b < 0:
             raise ValueError(f"decode.max_len_a={self.max_len_a} and decode.max_len_b={self.max_len_b} must be >= 0 "
                              "(at most a * source length + b target tokens)")
 
 
 def decode_config(base: DecodeConfig | None = None, *, beam: int | None = None, lenpen: float | None = None,
-                  batch_size: int | None = None) -> DecodeConfig:
+                  stopping: str | None = None, batch_size: int | None = None) -> DecodeConfig:
     """`base`'s settings (the defaults without one), with those given here (not None) over them; checked as
     a recipe's own are."""
-    given = {"beam": beam, "lenpen": lenpen, "batch_size": batch_size}
+    given = {"beam": beam, "lenpen": lenpen, "stopping": stopping, "batch_size": batch_size}
     return DecodeConfig(**{**(vars(base) if base is not None else {}),
                            **{k: v for k, v in given.items() if v is not None}})
 
@@ -99,7 +104,7 @@ def translate(model: nn.Module, tokenizer: Any, sentences: list[str], decode: De
             tokens = greedy(model, src, **common)
         else:
             tokens = [h[0].tokens for h in beam_search(model, src, beam=decode.beam, lenpen=decode.lenpen,
-                                                       **common)]
+                                                       stopping=decode.stopping, **common)]
         for i, t in zip(chunk, tokens, strict=True):
             out[i] = tokenizer.decode(t)
         bar.update(len(chunk))

@@ -191,8 +191,8 @@ def prepare_translate(service: Service, *, text: str | None, texts: list[str] | 
     limit = service.text_limit()
     for (name, _), ids in zip(named, service.tokenizer.encode_batch([t for _, t in named]), strict=True):
         check_tokens(len(ids), limit, name, service)
-    settings = TranslateSettings(beam=decode.beam, lenpen=decode.lenpen, max_len_a=decode.max_len_a,
-                                 max_len_b=decode.max_len_b)
+    settings = TranslateSettings(beam=decode.beam, lenpen=decode.lenpen, stopping=decode.stopping,
+                                 max_len_a=decode.max_len_a, max_len_b=decode.max_len_b)
     return job(TranslateWork(tuple(t for _, t in named), settings))
 
 

@@ -36,6 +36,7 @@ class TranslateSettings:
 
     beam: int
     lenpen: float
+    stopping: str
     max_len_a: float
     max_len_b: int
 

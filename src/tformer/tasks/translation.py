@@ -207,8 +207,8 @@ def evaluation_report(scores: Scores, *, split: str, decode: DecodeConfig, check
     return {"checkpoint": checkpoint, "split": split, "sentences": scores.sentences, "bleu": scores.bleu,
             "chrf": scores.chrf, "degenerate": scores.degenerate, "degenerate_count": scores.degenerate_count,
             "bleu_signature": scores.bleu_signature, "chrf_signature": scores.chrf_signature,
-            "decode": {"beam": decode.beam, "lenpen": decode.lenpen, "max_len_a": decode.max_len_a,
-                       "max_len_b": decode.max_len_b, "batch_size": decode.batch_size}}
+            "decode": {"beam": decode.beam, "lenpen": decode.lenpen, "stopping": decode.stopping,
+                       "max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b, "batch_size": decode.batch_size}}
 
 
 def training_rates(records: list[dict[str, Any]]) -> tuple[float | None, float | None]:
