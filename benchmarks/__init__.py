@@ -9,6 +9,8 @@ where the default is the terminal and the run kept under docs/bench/ was written
 
     attention_memory   the longest sequence one exact attention layer handles within 4 GiB, and its time
                        -> a part of bench: docs/bench/results.json
+    bench_models       the trained models the decoding benchmarks run: the demo translator and a GPT-2-shaped
+                       GPT, found or trained -> runs/bench/ (models that were missing)
     bench              `make bench`: machine, train_speed, generate, translate_speed, ct2_speed and
                        attention_memory in sequence -> docs/bench/results.json and docs/bench/README.md
     common             what every benchmark shares: timing, alternating contenders, slopes, forecasts,
@@ -17,8 +19,11 @@ where the default is the terminal and the run kept under docs/bench/ was written
                        -> docs/bench/complexity/ (results.json, table.md, three log-log plots)
     ct2_parity         CTranslate2 against tformer on one trained translator: the same translations? how fast?
                        -> the terminal (docs/ct2.md quotes a run)
-    ct2_speed          greedy and beam-4 translation, batch-1 and batch-8 generation against CTranslate2, fp32
-                       and int8 -> a part of bench; kept: docs/bench/ct2-speed.json, docs/bench/int8-ct2-speed.json
+    ct2_random         the earlier CTranslate2 harness: random weights, forced lengths, the same work each step
+                       (decode_profile's workloads) -> kept: docs/bench/ct2-speed.json, docs/bench/int8-ct2-speed.json
+    ct2_speed          against CTranslate2 run as its users run it, on trained models: greedy and beam-4
+                       translation of Acts, batch-1 and batch-8 generation, fp32 and int8 -> a part of bench;
+                       kept: docs/bench/ct2-user.json
     decode_profile     one decoding step by operator (torch.profiler) against CTranslate2's step
                        -> kept: docs/bench/decode-profile.json, docs/bench/decode-profile-beam.json
     extrapolation      every position scheme at lengths beyond training -> docs/bench/extrapolation/

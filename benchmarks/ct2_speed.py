@@ -1,35 +1,44 @@
-"""tformer against CTranslate2 on the same weights: greedy and beam-4 translation, batch-1 and batch-8 generation;
-each side in fp32 and int8 (ours: `tformer.quant.quantize`; CTranslate2's: `to_ct2(quantization="int8")`).
+"""tformer against CTranslate2, each run the way its own users run it, on trained models and real text.
 
-    python -m benchmarks.ct2_speed [--sentences 200 --batch 64 --src-len 40 --new-tokens 40] [--reps 3]
-        [--calls 3] [--threads 0] [--gen-new-tokens 64] [--out FILE] [--quick]
+    python -m benchmarks.ct2_speed [--translator DIR] [--gpt DIR] [--train-minutes 8] [--sentences 200]
+        [--batch 64] [--gen-new-tokens 256] [--reps 3] [--threads 0] [--out FILE] [--quick]
 
-The translator is the demo's shape (3 + 3 layers, d 160, d_ff 640, 4 heads, a 4,000-token vocabulary, pre-LN,
-tied embeddings) with random weights, normal(0, 0.3) as in `translate_speed`, and an output bias of -1e4 on the
-end symbol and on pad, so no sentence ends early: every one gets exactly int(0 * n + new_tokens) tokens from
-either side (ours: max_len_a=0, max_len_b=N; CTranslate2: its maximum decoding length, `translate_ids`), and
-a beam's hypotheses all finish at that length, so both do the same work. --sentences random sources of
-lengths spread over [src_len/2, src_len], --batch a batch (both sides sort by length first).
+The models (`benchmarks.bench_models`): the demo translator (--translator, default runs/demo/best, the
+checkpoint `make demo` leaves) and a GPT of GPT-2's shape trained on the Bible (--gpt, default
+runs/bench/gpt/best); one that is missing is trained first, for --train-minutes. Each is converted with our
+own `tformer convert --to-ct2` (`interop.ct2.to_ct2`), fp32 and int8.
 
-The GPT is `benchmarks.generate`'s GPT-2 shape (6 layers, d 512, 8 heads, vocabulary 8192, learned positions),
-random; greedy continuation of --gen-new-tokens tokens after 32-token prompts, batch 1 and 8, no stop token.
+Rows, each engine called as its documentation shows:
+    translation, greedy / beam 4   the first --sentences of Acts (the translator's test split), text in and
+                                   text out. Ours: `inference.load` + `inference.translate` with the run's
+                                   decode settings (max length 1.5 n + 10, length penalty, our stopping
+                                   rule), batches of --batch. CTranslate2: `Translator.translate_batch` on the
+                                   tokenizer's pieces, `beam_size`, `length_penalty` and `max_batch_size` as
+                                   ours, `max_decoding_length` the longest sentence's limit, its defaults
+                                   otherwise (patience 1: a sentence stops once `beam` hypotheses finished).
+    translation, beam 4, equal rule ours with stopping="finished", CTranslate2's rule (only if our default
+                                   is the other one)
+    generation, batch 1 / batch 8  32-token prompts cut from Acts, --gen-new-tokens new tokens each, no stop
+                                   token. Ours: `inference.load` + `decoding.generate_greedy` with the loaded
+                                   model's layout. CTranslate2: `Generator.generate_batch(pieces, max_length=N,
+                                   min_length=N, include_prompt_in_result=False, end_token=[])`, which
+                                   forwards each prompt at once.
+Every contender runs in a process of its own (`intra_threads` for CTranslate2, torch's threads for ours,
+both --threads, 0: torch's count), which loads its model, makes one warm-up call and times one; the four
+processes of a row alternate over --reps rounds (reversed every other round) and each one's fastest call is
+reported. The ratios are CTranslate2's seconds over ours (> 1: tformer faster), fp32 against fp32, int8
+against int8. "same" is the share of outputs (texts, or token lists) that tformer fp32 and CTranslate2 fp32
+agree on. The batch-1 row is also set against the mat-vec bound measured in the same run (weight bytes
+read per token at the machine's mat-vec bandwidth, `machine.matvec_gb_s`).
 
-Each contender runs in a process of its own, which builds the same seeded model (and, for CTranslate2, loads
-the conversion the parent made), makes one warm-up call and times --calls calls; the four processes of a row
-alternate over --reps rounds (reversed every other round), and the median of all timed calls is reported.
-Separate processes because one engine's run changes the other's speed in a shared process: after one
-CTranslate2 call, our beam-4 step measured 31-33 ms in the same process against 18.5-20 ms in a process of
-its own (docs/results.md, "Decoding: one step against CTranslate2"). The ratios are CTranslate2's seconds
-over ours (> 1: tformer faster): fp32 against fp32 and int8 against int8. --threads: torch.set_num_threads
-and CTranslate2's intra_threads (0: torch's count).
-Prints a Markdown table; `--out` writes the same as JSON.
+The random-weight rows of the earlier harness (forced lengths, every step the same work on both sides) are
+`benchmarks.ct2_random`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,155 +46,175 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from torch import nn
 
-import tformer
+from benchmarks import bench_models, machine
 from benchmarks.common import apply_quick, seconds, write_json
-from benchmarks.ct2_parity import ours
+from tformer import inference
 from tformer.decoding import generate_greedy
-from tformer.decoding.layout import DecodingLayout
-from tformer.interop.ct2 import generate_ids, load_ct2, to_ct2, translate_ids
-from tformer.quant import quantize
+from tformer.interop.ct2 import checkpoint_to_ct2, ctranslate2, vocabulary
 
 CPU = torch.device("cpu")
 ROOT = Path(__file__).resolve().parent.parent  # the workers run `python -m benchmarks.ct2_speed` from here
-NEVER = -1e4
-QUICK = dict(sentences=8, batch=4, src_len=8, new_tokens=6, gen_new_tokens=4, reps=1, calls=1, small=True)
 CONTENDERS = ("tformer fp32", "tformer int8", "ct2 fp32", "ct2 int8")
-TASKS = ("greedy", "beam", "gen1", "gen8")
-WORKLOAD = ("sentences", "batch", "src_len", "new_tokens", "gen_new_tokens", "calls")  # what a worker is told
-NAMES = {"greedy": "translation, greedy, sentences/s", "beam": "translation, beam 4, sentences/s",
-         "gen1": "generation, batch 1, tokens/s", "gen8": "generation, batch 8, tokens/s"}
-DEMO = dict(d_model=160, d_ff=640, n_heads=4, n_layers=3, vocab_size=4000, max_len=256, output_bias=True,
-            norm={"placement": "pre"})
-GPT2 = dict(d_model=512, d_ff=2048, n_heads=8, n_layers=6, vocab_size=8192, max_len=512)
-SMALL = dict(d_model=32, d_ff=64, n_heads=4, n_layers=1, vocab_size=300, max_len=64)
+PROMPT_TOKENS = 32
+QUICK = dict(sentences=6, batch=4, gen_new_tokens=4, reps=1, quick_models=True)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sentences", type=int, default=200)
+    p.add_argument("--translator", type=Path, default=Path("runs/demo/best"), help="a translator checkpoint")
+    p.add_argument("--gpt", type=Path, default=None, help="a GPT checkpoint (default: the bench's own)")
+    p.add_argument("--models-dir", type=Path, default=Path("runs/bench"), help="where missing models are trained")
+    p.add_argument("--train-minutes", type=float, default=8.0, help="training time of a model that is missing")
+    p.add_argument("--sentences", type=int, default=200, help="the first N sentences of Acts")
     p.add_argument("--batch", type=int, default=64, help="sentences per translation batch")
-    p.add_argument("--src-len", type=int, default=40)
-    p.add_argument("--new-tokens", type=int, default=40, help="tokens of every translation")
-    p.add_argument("--gen-new-tokens", type=int, default=64, help="tokens of every generated continuation")
+    p.add_argument("--gen-new-tokens", type=int, default=256, help="tokens of every generated continuation")
     p.add_argument("--reps", type=int, default=3, help="rounds: each contender's process runs once a round")
-    p.add_argument("--calls", type=int, default=3, help="timed calls in each process, after one warm-up call")
     p.add_argument("--threads", type=int, default=0)
-    p.add_argument("--device", default="cpu", choices=["cpu"],
-                   help="both engines on the CPU (`make bench` passes its device to every part)")
-    p.add_argument("--small", action="store_true", help=argparse.SUPPRESS)  # --quick's tiny models
+    p.add_argument("--device", default="cpu", choices=["cpu"], help="both engines on the CPU")
+    p.add_argument("--quick-models", action="store_true", help=argparse.SUPPRESS)  # --quick's tiny models
     p.add_argument("--out", type=Path, default=None)
-    p.add_argument("--worker", nargs=3, metavar=("TASK", "CONTENDER", "DIR"), help=argparse.SUPPRESS)
-    p.add_argument("--quick", action="store_true", help="tiny sizes, one repetition: a smoke test")
+    p.add_argument("--worker", nargs=4, metavar=("TASK", "CONTENDER", "CHECKPOINT", "CT2"), help=argparse.SUPPRESS)
+    p.add_argument("--quick", action="store_true", help="tiny models trained for a few steps: a smoke test")
     args = p.parse_args(argv)
     if args.quick:
         apply_quick(p, args, QUICK)
     return args
 
 
-def translator(small: bool) -> nn.Module:
-    torch.manual_seed(0)
-    model = tformer.build_model(tformer.preset("transformer-tiny", {**(SMALL | {"output_bias": True}
-                                                                        if small else DEMO)})).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() > 1:
-                p.normal_(0, 0.3)
-        model.lm_head.bias.zero_()
-        model.lm_head.bias[[model.config.eos_id, model.config.pad_id]] = NEVER
-    return model
+# --- the work, the same in every process ----------------------------------------------------------------
 
 
-def gpt(small: bool) -> nn.Module:
-    torch.manual_seed(0)
-    return tformer.build_model(tformer.preset("gpt-tiny", SMALL if small else GPT2)).eval()
+def sentences(checkpoint: Path, n: int) -> list[str]:
+    """The first `n` source sentences of the translator's test split (its run's recipe)."""
+    from tformer.tasks.translation import load_split, run_recipe
+
+    recipe = run_recipe(checkpoint, command="evaluate", required=True)
+    return [s for s, _ in load_split(recipe.data, "test")[:n]]
 
 
-def row(name: str, times: dict[str, float], work: float, unit: str) -> dict:
-    """One table row: each contender's median seconds, its rate, and CTranslate2's time over ours."""
-    out = dict(task=name, seconds=times, unit=unit, rate={k: work / t for k, t in times.items()},
-               fp32_ratio=times["ct2 fp32"] / times["tformer fp32"],
-               int8_ratio=times["ct2 int8"] / times["tformer int8"])
-    r = out["rate"]
-    print(f"| {name} | {r['tformer fp32']:.1f} | {r['ct2 fp32']:.1f} | {out['fp32_ratio']:.2f}x | "
-          f"{r['tformer int8']:.1f} | {r['ct2 int8']:.1f} | {out['int8_ratio']:.2f}x |", flush=True)
-    return out
+def prompts(tokenizer: object, batch: int) -> list[list[int]]:
+    """`batch` prompts of PROMPT_TOKENS ids each, consecutive pieces of Acts after the start token."""
+    from tformer.data.text import load_text_corpus
+
+    ids = tokenizer.encode(" ".join(load_text_corpus("bible", "test")))
+    return [ids[i * PROMPT_TOKENS:(i + 1) * PROMPT_TOKENS] for i in range(batch)]
 
 
-def workload(task: str, args: argparse.Namespace) -> tuple[nn.Module, dict]:
-    """The seeded model and inputs of a task, the same in every process: (model, keyword arguments)."""
-    gen = torch.Generator().manual_seed(1)
-    if task in ("greedy", "beam"):
-        model = translator(args.small)
-        lengths = torch.randint(max(1, args.src_len // 2), args.src_len + 1, (args.sentences,), generator=gen)
-        sources = [torch.randint(4, model.config.vocab_size, (int(n),), generator=gen).tolist() for n in lengths]
-        beam = 1 if task == "greedy" else 4
-        limits = dict(max_len_a=0.0, max_len_b=args.new_tokens) | (dict(lenpen=1.0) if beam > 1 else {})
-        return model, dict(sources=sources, beam=beam, batch_size=args.batch, **limits)
-    model = gpt(args.small)
-    batch = 1 if task == "gen1" else 8
-    prompts = torch.randint(4, model.config.vocab_size, (batch, 32), generator=gen).tolist()
-    return model, dict(prompts=prompts, max_new_tokens=args.gen_new_tokens)
+TASKS: dict[str, dict] = {
+    "greedy": dict(kind="translator", beam=1, name="translation, greedy, sentences/s"),
+    "beam": dict(kind="translator", beam=4, name="translation, beam 4, sentences/s"),
+    "beam-equal": dict(kind="translator", beam=4, stopping="finished",
+                       name="translation, beam 4, both stopping once beam finished, sentences/s"),
+    "gen1": dict(kind="gpt", batch=1, name="generation, batch 1, tokens/s"),
+    "gen8": dict(kind="gpt", batch=8, name="generation, batch 8, tokens/s"),
+}
 
 
-def contender_call(task: str, contender: str, directory: Path, args: argparse.Namespace,
-                   threads: int) -> Callable[[], list[list[int]]]:
-    """One contender's call on a task: ours on the seeded model (quantized for int8), or CTranslate2 on the
-    parent's conversion of the same model in `directory`."""
-    model, kw = workload(task, args)
-    engine, kind = contender.split()
-    if engine == "ct2":
-        ct2 = load_ct2(directory / f"{'gpt' if task.startswith('gen') else 'translator'}-{kind}", threads=threads)
-        if "prompts" in kw:
-            return lambda: generate_ids(ct2, kw["prompts"], max_new_tokens=kw["max_new_tokens"])
-        return lambda: translate_ids(ct2, **kw)
-    if kind == "int8":
-        model = quantize(model, "int8")
-    if "prompts" in kw:  # the decoding layout kept across calls, as `inference.load` keeps it for its holder
-        layout = DecodingLayout(model)
-        return lambda: generate_greedy(model, kw["prompts"], max_new_tokens=kw["max_new_tokens"], layout=layout)
-    return lambda: ours(model, **kw)
+def ours(task: str, contender: str, checkpoint: Path, args: argparse.Namespace) -> Callable[[], list]:
+    """Our call: the checkpoint loaded once (`inference.load`, int8 quantized at load), then used."""
+    spec = TASKS[task]
+    quantization = "int8" if contender.endswith("int8") else None
+    loaded = inference.load(checkpoint, quantization=quantization)
+    if spec["kind"] == "translator":
+        texts = sentences(checkpoint, args.sentences)
+        decode = inference.decode_config(inference.run_decode(checkpoint), beam=spec["beam"], batch_size=args.batch,
+                                         stopping=spec.get("stopping"))
+        return lambda: inference.translate(loaded.model, loaded.tokenizer, texts, decode, truncate=True,
+                                           layout=loaded.layout)
+    start = [loaded.config.bos_id] if loaded.config.bos_id is not None else []
+    rows = [start + p for p in prompts(loaded.tokenizer, spec["batch"])]
+    return lambda: generate_greedy(loaded.model, rows, max_new_tokens=args.gen_new_tokens, layout=loaded.layout)
+
+
+def theirs(task: str, contender: str, checkpoint: Path, converted: Path, args: argparse.Namespace,
+           threads: int) -> Callable[[], list]:
+    """CTranslate2's call, as its documentation shows it: token strings in, token strings out."""
+    spec = TASKS[task]
+    loaded = inference.load(checkpoint)
+    tokenizer = loaded.tokenizer
+    vocab = vocabulary(tokenizer, loaded.config.vocab_size)  # the tokenizer's pieces, as the conversion wrote them
+    ids = {t: i for i, t in enumerate(vocab)}
+    kind = contender.split()[1]
+    model_dir = converted / f"{spec['kind']}-{kind}"
+    if spec["kind"] == "translator":
+        engine = ctranslate2().Translator(str(model_dir), device="cpu", intra_threads=threads)
+        texts = sentences(checkpoint, args.sentences)
+        decode = inference.decode_config(inference.run_decode(checkpoint))
+
+        def translate() -> list[str]:
+            pieces = [[vocab[i] for i in s] for s in tokenizer.encode_batch(texts)]
+            limit = max(int(decode.max_len_a * len(p) + decode.max_len_b) for p in pieces)
+            results = engine.translate_batch(pieces, beam_size=spec["beam"], length_penalty=decode.lenpen,
+                                             max_decoding_length=limit, max_batch_size=args.batch)
+            return [tokenizer.decode([ids[t] for t in r.hypotheses[0]]) for r in results]
+
+        return translate
+    engine = ctranslate2().Generator(str(model_dir), device="cpu", intra_threads=threads)
+    bos = loaded.config.bos_id
+    start = [vocab[bos]] if bos is not None else []
+    rows = [start + [vocab[i] for i in p] for p in prompts(tokenizer, spec["batch"])]
+    n = args.gen_new_tokens
+
+    def generate() -> list[list[int]]:
+        results = engine.generate_batch(rows, max_length=n, min_length=n, include_prompt_in_result=False,
+                                        end_token=[])
+        return [r.sequences_ids[0] for r in results]
+
+    return generate
 
 
 def worker(args: argparse.Namespace) -> None:
-    """In a process of its own: one warm-up call, then --calls timed ones; prints seconds and lengths (JSON)."""
-    task, contender, directory = args.worker
-    fn = contender_call(task, contender, Path(directory), args, torch.get_num_threads())
-    lengths = sorted(map(len, fn()))
-    times = [seconds(fn, CPU) for _ in range(args.calls)]
-    print(json.dumps({"seconds": times, "lengths": lengths}))
+    """In a process of its own: one warm-up call, then one timed; prints its seconds and outputs (JSON)."""
+    task, contender, checkpoint, converted = args.worker
+    threads = torch.get_num_threads()
+    if contender.startswith("ct2"):
+        fn = theirs(task, contender, Path(checkpoint), Path(converted), args, threads)
+    else:
+        fn = ours(task, contender, Path(checkpoint), args)
+    outputs = fn()
+    print(json.dumps({"seconds": seconds(fn, CPU), "outputs": outputs}))
 
 
-def worker_argv(args: argparse.Namespace, threads: int) -> list[str]:
-    """The options that give a worker the parent's workload and threads."""
-    return ([f"--{k.replace('_', '-')}={getattr(args, k)}" for k in WORKLOAD] + [f"--threads={threads}"]
-            + (["--small"] if args.small else []))
+# --- the parent ------------------------------------------------------------------------------------------
 
 
-def in_process(task: str, contender: str, directory: Path, argv: list[str]) -> dict:
-    """Run `worker` in a fresh Python process; its JSON result."""
-    command = [sys.executable, "-m", "benchmarks.ct2_speed", *argv, "--worker", task, contender, str(directory)]
+def in_process(task: str, contender: str, checkpoint: Path, converted: Path, argv: list[str]) -> dict:
+    command = [sys.executable, "-m", "benchmarks.ct2_speed", *argv, "--worker", task, contender, str(checkpoint),
+               str(converted)]
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"{contender} on {task} failed: {done.stderr.strip().splitlines()[-1:]}")
+        raise RuntimeError(f"{contender} on {task} failed: {done.stderr.strip().splitlines()[-3:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def timed_row(task: str, directory: Path, argv: list[str], args: argparse.Namespace) -> dict:
-    seconds_of: dict[str, list[float]] = {c: [] for c in CONTENDERS}
-    lengths = {}
+def timed_row(task: str, checkpoint: Path, converted: Path, argv: list[str], args: argparse.Namespace) -> dict:
+    """Each contender's fastest call over the rounds, its rate, CTranslate2's time over ours, and the share
+    of outputs tformer fp32 and CTranslate2 fp32 agree on."""
+    best: dict[str, float] = {}
+    outputs = {}
     for rep in range(args.reps):
         for contender in CONTENDERS if rep % 2 == 0 else reversed(CONTENDERS):
-            result = in_process(task, contender, directory, argv)
-            seconds_of[contender] += result["seconds"]
-            lengths[contender] = tuple(result["lengths"])
-    work = {"greedy": args.sentences, "beam": args.sentences, "gen1": args.gen_new_tokens,
-            "gen8": 8 * args.gen_new_tokens}[task]  # sentences, or tokens generated
-    medians = {k: statistics.median(v) for k, v in seconds_of.items()}
-    out = row(NAMES[task], medians, work, NAMES[task].split(", ")[-1])
-    out["same_lengths"] = len(set(lengths.values())) == 1
-    return out
+            result = in_process(task, contender, checkpoint, converted, argv)
+            best[contender] = min(best.get(contender, float("inf")), result["seconds"])
+            outputs[contender] = result["outputs"]
+    spec = TASKS[task]
+    work = args.sentences if spec["kind"] == "translator" else spec["batch"] * args.gen_new_tokens
+    a, b = outputs["tformer fp32"], outputs["ct2 fp32"]
+    row = dict(task=spec["name"], seconds=best, rate={k: work / t for k, t in best.items()},
+               fp32_ratio=best["ct2 fp32"] / best["tformer fp32"], int8_ratio=best["ct2 int8"] / best["tformer int8"],
+               same=sum(x == y for x, y in zip(a, b, strict=True)) / len(a))
+    r = row["rate"]
+    print(f"| {spec['name']} | {r['tformer fp32']:.1f} | {r['ct2 fp32']:.1f} | {row['fp32_ratio']:.2f}x | "
+          f"{r['tformer int8']:.1f} | {r['ct2 int8']:.1f} | {row['int8_ratio']:.2f}x | {100 * row['same']:.0f}% |",
+          flush=True)
+    return row
+
+
+def weight_bytes(checkpoint: Path) -> int:
+    """Bytes of the weights one decoded token reads: every parameter once (a tied matrix once)."""
+    model = inference.load(checkpoint).model
+    return sum(p.numel() * p.element_size() for p in model.parameters())
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -196,20 +225,36 @@ def main(argv: list[str] | None = None) -> dict:
     if args.worker:
         worker(args)
         return {}
-    argv = worker_argv(args, threads)
-    rows = []
-    print("| task | tformer fp32 | CTranslate2 fp32 | ratio | tformer int8 | CTranslate2 int8 | ratio |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    quick = args.quick_models
+    translator = bench_models.translator(args.translator, minutes=args.train_minutes, root=args.models_dir,
+                                         quick=quick)
+    gpt = bench_models.gpt(args.gpt, minutes=args.train_minutes, root=args.models_dir, quick=quick)
+    stopping = inference.decode_config(inference.run_decode(translator)).stopping
+    tasks = ["greedy", "beam"] + (["beam-equal"] if stopping != "finished" else []) + ["gen1", "gen8"]
+    argv = [f"--sentences={args.sentences}", f"--batch={args.batch}", f"--gen-new-tokens={args.gen_new_tokens}",
+            f"--threads={threads}"]
+    print("| task | tformer fp32 | CTranslate2 fp32 | ratio | tformer int8 | CTranslate2 int8 | ratio | same |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
-        for name, model in (("translator", translator(args.small)), ("gpt", gpt(args.small))):
+        for kind, path in (("translator", translator), ("gpt", gpt)):
             for q in ("fp32", "int8"):
-                to_ct2(model, Path(tmp) / f"{name}-{q}", quantization=None if q == "fp32" else "int8")
-        rows = [timed_row(task, Path(tmp), argv, args) for task in TASKS]
-    print(f"\nratio: CTranslate2's seconds over tformer's (> 1: tformer faster); {threads} threads each, each "
-          "contender in a process of its own; random weights of the demo translator's and a GPT-2 shape; same "
-          f"output lengths on every side: {all(r['same_lengths'] for r in rows)}")
+                checkpoint_to_ct2(path, Path(tmp) / f"{kind}-{q}", quantization=None if q == "fp32" else "int8")
+        rows = [timed_row(task, translator if TASKS[task]["kind"] == "translator" else gpt, Path(tmp), argv, args)
+                for task in tasks]
+    bandwidth = machine.matvec_gb_s(CPU) * 1e9
+    bound = dict(weight_bytes=weight_bytes(gpt), bandwidth_gb_s=bandwidth / 1e9,
+                 tokens_per_s=bandwidth / weight_bytes(gpt))
+    gen1 = next(r for r in rows if r["task"].startswith("generation, batch 1"))
+    bound["tformer_share"] = gen1["rate"]["tformer fp32"] / bound["tokens_per_s"]
+    bound["ct2_share"] = gen1["rate"]["ct2 fp32"] / bound["tokens_per_s"]
+    print(f"\nratio: CTranslate2's seconds over tformer's (> 1: tformer faster), the fastest of {args.reps} "
+          f"round(s); {threads} threads each, each contender in a process of its own; stopping: tformer "
+          f"{stopping!r}, CTranslate2 patience 1 (once beam hypotheses finished). Batch-1 mat-vec bound: "
+          f"{bound['weight_bytes'] / 2**20:.1f} MiB of weights at {bound['bandwidth_gb_s']:.1f} GB/s -> "
+          f"{bound['tokens_per_s']:.0f} tokens/s; tformer {100 * bound['tformer_share']:.0f}%, CTranslate2 "
+          f"{100 * bound['ct2_share']:.0f}%.")
     result = dict(args={k: v for k, v in vars(args).items() if k not in ("out", "worker")}, threads=threads,
-                  results=rows)
+                  translator=str(translator), gpt=str(gpt), stopping=stopping, bound=bound, results=rows)
     if args.out:
         write_json(args.out, result)
     return result

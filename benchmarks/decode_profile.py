@@ -4,12 +4,12 @@ CTranslate2 takes for one step of the same model (issue 20, item 4).
     python -m benchmarks.decode_profile [--task generate|beam] [--new-tokens 64] [--reps 5] [--threads 0]
         [--top 15] [--out FILE]
 
---task generate (batch-1 greedy generation): `benchmarks.ct2_speed`'s GPT-2 shape (6 layers, d 512,
+--task generate (batch-1 greedy generation): `benchmarks.ct2_random`'s GPT-2 shape (6 layers, d 512,
 vocabulary 8192), random, fp32; a 32-token prompt, then --new-tokens tokens. --task beam (beam-4
-translation): `ct2_speed`'s demo-shaped translator, one batch of 64 sources of 20 to 40 tokens, every
+translation): `ct2_random`'s demo-shaped translator, one batch of 64 sources of 20 to 40 tokens, every
 sentence --new-tokens long (ct2_speed's end-symbol bias), so a step decodes 256 rows. Per step = (seconds of
 the whole call) / new tokens. One profiled call in this process, before CTranslate2 has run in it; then
-the step times, each engine timed in a process of its own (`ct2_speed.in_process`: a warm-up call, then
+the step times, each engine timed in a process of its own (`ct2_random.in_process`: a warm-up call, then
 --reps calls, the median), as an engine that has run in a process slows the other there. "outside the
 operators" is the unprofiled step less the operators' self CPU time
 (which the profiler inflates a little, so this is a lower bound): Python, the decoding loop's bookkeeping
@@ -28,7 +28,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from benchmarks.common import write_json
-from benchmarks.ct2_speed import contender_call, in_process, worker_argv, workload
+from benchmarks.ct2_random import contender_call, in_process, worker_argv, workload
 from tformer.interop.ct2 import to_ct2
 
 

@@ -94,8 +94,11 @@ def fake_parts(*, gpt_vs_eager: float, bound_share: float, beam_speedup: float) 
     translate = {"args": {"beam": 4}, "results": [
         {"search": "greedy", "contender": "tformer", "speedup": 9.0},
         {"search": "beam4", "contender": "tformer", "speedup": beam_speedup}]}
-    ct2 = {"results": [{"task": "translation, greedy, sentences/s", "int8_ratio": 1.2, "fp32_ratio": 0.5},
+    ct2 = {"bound": {"tformer_share": 0.9}, "results": [
+                       {"task": "translation, greedy, sentences/s", "int8_ratio": 1.2, "fp32_ratio": 0.5},
                        {"task": "translation, beam 4, sentences/s", "int8_ratio": 0.4, "fp32_ratio": 0.5},
+                       {"task": "translation, beam 4, both stopping once beam finished, sentences/s",
+                        "int8_ratio": 9.0, "fp32_ratio": 9.0},
                        {"task": "generation, batch 1, tokens/s", "int8_ratio": 1.0, "fp32_ratio": 0.5}]}
     return {"train_speed": {"json": train}, "generate": {"json": generate}, "translate_speed": {"json": translate},
             "ct2_speed": {"json": ct2}}
@@ -119,6 +122,7 @@ def test_targets_met_and_not_met() -> None:
         "translation, beam 4: tformer int8 / CTranslate2 int8": "not met",  # 0.4
         "generation, batch 1: tformer int8 / CTranslate2 int8": "met",  # 1.0, >= is met
         "generation, batch 8: tformer int8 / CTranslate2 int8": "not measured",  # no row
+        "generation, batch 1: tformer fp32 / mat-vec bound": "met",  # 90% >= 85%
     }
     measured = {r["target"]: r["measured"] for r in rows}
     assert measured["training gpt: tformer / GPT2LMHeadModel sdpa"] == pytest.approx(1.05)
@@ -136,10 +140,10 @@ def test_targets_of_missing_or_failed_parts_are_not_measured() -> None:
     assert "| — |" in bench.targets_markdown(rows)
 
 
-def test_ct2_speed_quick_runs_every_row_with_the_same_work_on_each_side(tmp_path: Path) -> None:
-    from benchmarks import ct2_speed
+def test_ct2_random_quick_runs_every_row_with_the_same_work_on_each_side(tmp_path: Path) -> None:
+    from benchmarks import ct2_random
 
-    info = quiet(ct2_speed.main, ["--device", "cpu", "--quick", "--threads", "1", "--out", str(tmp_path / "ct2.json")])
+    info = quiet(ct2_random.main, ["--device", "cpu", "--quick", "--threads", "1", "--out", str(tmp_path / "ct2.json")])
     tasks = [r["task"].rsplit(",", 1)[0] for r in info["results"]]
     assert tasks == ["translation, greedy", "translation, beam 4", "generation, batch 1", "generation, batch 8"]
     for r in info["results"]:
@@ -147,3 +151,24 @@ def test_ct2_speed_quick_runs_every_row_with_the_same_work_on_each_side(tmp_path
         assert set(r["seconds"]) == {"tformer fp32", "tformer int8", "ct2 fp32", "ct2 int8"}
         assert r["int8_ratio"] == pytest.approx(r["seconds"]["ct2 int8"] / r["seconds"]["tformer int8"])
     assert json.loads((tmp_path / "ct2.json").read_text())["results"][0]["task"].startswith("translation, greedy")
+
+
+def test_ct2_speed_quick_trains_the_missing_models_and_compares_as_users_run_each(tmp_path: Path) -> None:
+    """The user-style bench on tiny models it trains itself: every row, every contender in its process,
+    the ratios from the fastest calls, the generations equal token for token (greedy on the same weights),
+    the batch-1 row set against the mat-vec bound."""
+    from benchmarks import ct2_speed
+
+    info = quiet(ct2_speed.main, ["--quick", "--threads", "1", "--translator", str(tmp_path / "none"),
+                                  "--models-dir", str(tmp_path / "models"), "--out", str(tmp_path / "ct2.json")])
+    assert (tmp_path / "models" / "translator-quick" / "best" / "config.yaml").is_file()
+    tasks = [r["task"].rsplit(",", 1)[0] for r in info["results"]]
+    assert tasks == ["translation, greedy", "translation, beam 4", "translation, beam 4, both stopping once beam "
+                     "finished", "generation, batch 1", "generation, batch 8"]
+    for r in info["results"]:
+        assert set(r["seconds"]) == {"tformer fp32", "tformer int8", "ct2 fp32", "ct2 int8"}
+        assert r["fp32_ratio"] == pytest.approx(r["seconds"]["ct2 fp32"] / r["seconds"]["tformer fp32"])
+        assert 0 <= r["same"] <= 1
+    assert [r["same"] for r in info["results"][-2:]] == [1.0, 1.0]
+    assert info["bound"]["tokens_per_s"] > 0 and info["bound"]["tformer_share"] > 0
+    assert json.loads((tmp_path / "ct2.json").read_text())["stopping"] == info["stopping"]

@@ -293,7 +293,7 @@ def load_ct2(path: str | Path, *, device: str = "cpu", compute_type: str = "defa
     """Load a directory written by `to_ct2`. `compute_type`: "default" (the weights' type as written) or one
     of QUANTIZATIONS (CTranslate2 converts on loading); `threads`: CTranslate2's intra_threads (0: its
     default)."""
-    from tformer.training.checkpoint import load_config  # here: `import tformer` needs no training
+    from tformer.checkpoints import load_config  # here: `import tformer` loads no checkpoint code
 
     ct2, path = ctranslate2(), Path(path)
     if not (path / MODEL_FILE).is_file() or not (path / CONFIG_FILE).is_file():
@@ -350,22 +350,23 @@ def translate_ids(ct2: CT2Model, sources: Sequence[Sequence[int]], *, beam: int 
 def generate_ids(ct2: CT2Model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
                  stop_tokens: Sequence[int] = ()) -> list[list[int]]:
     """Greedy continuations of token-id prompts, as our `generate_greedy`: the new tokens only, each row
-    ended by any of `stop_tokens` (not returned) or after `max_new_tokens`. CTranslate2 feeds a prompt's
-    first token as the start and forces the rest; it returns them (the start only if it is not its
-    bos_token) with the new tokens, at most `max_length` after the start, one maximum per call: each row
-    is cut to its own new tokens."""
+    ended by any of `stop_tokens` (not returned) or after `max_new_tokens`. CTranslate2 is called as its
+    documentation shows for continuing prompts, `include_prompt_in_result=False`, which forwards a batch's
+    prompts at once (as our prefill does) up to the shortest one's length; so prompts are batched by length,
+    and none has a token forced one step at a time."""
     check_prompts(prompts, max_new_tokens=max_new_tokens, max_len=ct2.config.max_len)
+    out: list[list[int]] = [[] for _ in prompts]
     if max_new_tokens == 0:
-        return [[] for _ in prompts]
-    longest = max(len(p) for p in prompts)
-    strings = [names(ct2.tokens, p, f"prompt {k}") for k, p in enumerate(prompts)]
-    results = ct2.engine.generate_batch(
-        strings, max_length=longest - 1 + max_new_tokens, sampling_topk=1, end_token=[int(t) for t in stop_tokens],
-        include_prompt_in_result=True)
-    out = []
-    for r, p in zip(results, prompts, strict=True):
-        given = len(p) - (p[0] == ct2.bos_id)  # the prompt's tokens in the result
-        out.append(r.sequences_ids[0][given:][:max_new_tokens])
+        return out
+    by_length: dict[int, list[int]] = {}
+    for k, p in enumerate(prompts):
+        by_length.setdefault(len(p), []).append(k)
+    for rows in by_length.values():
+        strings = [names(ct2.tokens, prompts[k], f"prompt {k}") for k in rows]
+        results = ct2.engine.generate_batch(strings, max_length=max_new_tokens, sampling_topk=1,
+                                            end_token=[int(t) for t in stop_tokens], include_prompt_in_result=False)
+        for k, r in zip(rows, results, strict=True):
+            out[k] = r.sequences_ids[0][:max_new_tokens]
     return out
 
 
