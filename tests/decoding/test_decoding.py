@@ -189,9 +189,10 @@ def test_beam_hypotheses_sorted_and_scored(lenpen_kind: str, lenpen: float) -> N
 @pytest.mark.parametrize("seed", SEEDS)
 def test_beam_scores_at_least_greedy(seed: int) -> None:
     """A sanity check (not a theorem): on a random model, beam 4's best is no worse than greedy's output
-    under the same length normalisation."""
+    under the same length normalisation, when it searches until none can beat the finished ("best")."""
     model, src = random_model(seed), padded_batch(seed)
-    for row, (tokens, hyps) in enumerate(zip(greedy(model, src), beam_search(model, src, beam=4), strict=True)):
+    beams = beam_search(model, src, beam=4, stopping="best")
+    for row, (tokens, hyps) in enumerate(zip(greedy(model, src), beams, strict=True)):
         eos = len(tokens) < int(1.2 * real(src, row).shape[1] + 10)
         greedy_score = teacher_forced_log_prob(model, real(src, row), tokens, eos) / (len(tokens) + eos)
         assert hyps[0].score >= greedy_score - 1e-5
@@ -219,7 +220,7 @@ def test_beam_keeps_going_while_a_live_hypothesis_can_still_win() -> None:
     """The end symbol first (0.74) finishes a hypothesis at once (score log 0.74 = -0.30); the live one
     (a, 0.25, then a with 0.99) would lose if it ended next (log 0.25 / 2 = -0.69) but can still win
     at the maximum length (log 0.25 / 6 = -0.23), so beam 1 goes on, and does win. Without length
-    normalisation it cannot, and beam 1 stops there, like greedy."""
+    normalisation it cannot, and beam 1 stops there, like greedy. (All under stopping="best".)"""
     #        pad  start eos   a     b
     probs = [[.2, .2, .2, .2, .2],
              [0., 0., .74, .25, .01],
@@ -228,12 +229,13 @@ def test_beam_keeps_going_while_a_live_hypothesis_can_still_win() -> None:
              [0., 0., 1., 0., 0.]]
     model, src = Bigram(probs), torch.tensor([[3]])
     assert greedy(model, src) == [[]]
-    assert beam_search(model, src, beam=1, lenpen=0.0)[0][0].tokens == []
-    (h, short), = beam_search(model, src, beam=2, n_best=2, lenpen=1.0, max_len_a=0, max_len_b=6)
+    assert beam_search(model, src, beam=1, lenpen=0.0, stopping="best")[0][0].tokens == []
+    (h, short), = beam_search(model, src, beam=2, n_best=2, lenpen=1.0, max_len_a=0, max_len_b=6, stopping="best")
     assert h.tokens == [3] * 6 and not h.eos
     assert h.score == pytest.approx((math.log(0.25) + 5 * math.log(0.99)) / 6)
     assert short.tokens == [] and short.eos and short.score == pytest.approx(math.log(0.74))
-    assert beam_search(model, src, beam=1, lenpen=1.0, max_len_a=0, max_len_b=6)[0][0].tokens == [3] * 6
+    (one,), = beam_search(model, src, beam=1, lenpen=1.0, max_len_a=0, max_len_b=6, stopping="best")
+    assert one.tokens == [3] * 6
 
 
 def test_stopping_finished_ends_once_beam_hypotheses_have_finished() -> None:

@@ -46,7 +46,7 @@ def generation(service: Service, **settings: object) -> Job:
 def test_a_translation_is_keyed_by_its_search_settings(services: dict[str, Service]) -> None:
     mt = services["seq2seq"]
     job = prepare_translate(mt, text=None, texts=["the cat", "a dog"], beam=None, lenpen=None)
-    recipes = TranslateSettings(beam=2, lenpen=1.0, stopping="best", max_len_a=1.0, max_len_b=6)  # recipe.yaml
+    recipes = TranslateSettings(beam=2, lenpen=1.0, stopping="finished", max_len_a=1.0, max_len_b=6)  # recipe.yaml
     assert job.work == TranslateWork(("the cat", "a dog"), recipes)
     assert job.size == 2 and job.key == recipes
     assert prepare_translate(mt, text="a", texts=None, beam=2, lenpen=None).key == job.key

@@ -32,7 +32,7 @@ class DecodeConfig:
     lenpen: float = 1.0  # fairseq: score = log p / length ** lenpen
     max_len_a: float = 1.5  # at most a * source_length + b target tokens
     max_len_b: int = 10
-    stopping: str = "best"  # beam search: "finished" or "best" (decoding.beam.STOPPING)
+    stopping: str = "finished"  # beam search: "finished" (as fairseq, CTranslate2) or "best" (decoding.beam.STOPPING)
     batch_size: int = 64  # sentences per decoding batch
 
     def __post_init__(self) -> None:

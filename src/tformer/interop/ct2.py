@@ -329,9 +329,10 @@ def translate_ids(ct2: CT2Model, sources: Sequence[Sequence[int]], *, beam: int 
     the longest limit is asked for and each row cut at its own (exact for greedy; a beam may have preferred
     another hypothesis). `batch_size`: sentences per CTranslate2 batch (it sorts by length first).
 
-    Beam search stops differently: CTranslate2 once beam * `patience` hypotheses have finished (Kasai et
-    al. 2022), ours once no live one can beat the finished ones, so ours may search on and find a better
-    (often longer) one. A patience of `beam` or so comes close to ours, at the cost of more steps."""
+    Beam search stops where ours does by default: CTranslate2 once beam * `patience` hypotheses have
+    finished (Kasai et al. 2022), ours (stopping="finished") once `beam` have: patience 1. Our
+    stopping="best" searches on until no live hypothesis can beat the finished ones; a patience of `beam` or
+    so comes close to it, at the cost of more steps."""
     config = ct2.config
     n_max = config.max_len
     bad = next((i for i, s in enumerate(sources) if not 0 < len(s) <= n_max), None)
