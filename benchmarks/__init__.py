@@ -19,6 +19,8 @@ where the default is the terminal and the run kept under docs/bench/ was written
                        -> docs/bench/complexity/ (results.json, table.md, three log-log plots)
     ct2_parity         CTranslate2 against tformer on one trained translator: the same translations? how fast?
                        -> the terminal (docs/ct2.md quotes a run)
+    ct2_quality        BLEU and chrF on all of Acts of ct2_speed's translation rows (both engines, fp32 and int8)
+                       and the GPT's perplexity, fp32 and int8 -> kept: docs/bench/ct2-user-quality.json
     ct2_random         the earlier CTranslate2 harness: random weights, forced lengths, the same work each step
                        (decode_profile's workloads) -> kept: docs/bench/ct2-speed.json, docs/bench/int8-ct2-speed.json
     ct2_speed          against CTranslate2 run as its users run it, on trained models: greedy and beam-4

@@ -50,8 +50,10 @@ import torch
 from benchmarks import bench_models, machine
 from benchmarks.common import apply_quick, seconds, write_json
 from tformer import inference
+from tformer.checkpoints import load_config
 from tformer.decoding import generate_greedy
 from tformer.interop.ct2 import checkpoint_to_ct2, ctranslate2, vocabulary
+from tformer.tokenization import load_tokenizer
 
 CPU = torch.device("cpu")
 ROOT = Path(__file__).resolve().parent.parent  # the workers run `python -m benchmarks.ct2_speed` from here
@@ -71,6 +73,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gen-new-tokens", type=int, default=256, help="tokens of every generated continuation")
     p.add_argument("--reps", type=int, default=3, help="rounds: each contender's process runs once a round")
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--tasks", nargs="+", default=None, choices=sorted(TASKS), help="only these rows")
     p.add_argument("--device", default="cpu", choices=["cpu"], help="both engines on the CPU")
     p.add_argument("--quick-models", action="store_true", help=argparse.SUPPRESS)  # --quick's tiny models
     p.add_argument("--out", type=Path, default=None)
@@ -129,11 +132,13 @@ def ours(task: str, contender: str, checkpoint: Path, args: argparse.Namespace) 
 
 def theirs(task: str, contender: str, checkpoint: Path, converted: Path, args: argparse.Namespace,
            threads: int) -> Callable[[], list]:
-    """CTranslate2's call, as its documentation shows it: token strings in, token strings out."""
+    """CTranslate2's call, as its documentation shows it: token strings in, token strings out. Only the
+    tokenizer and the config are read here, and torch runs nothing in this process: its thread pool would
+    compete with CTranslate2's (a user of CTranslate2 runs no torch)."""
     spec = TASKS[task]
-    loaded = inference.load(checkpoint)
-    tokenizer = loaded.tokenizer
-    vocab = vocabulary(tokenizer, loaded.config.vocab_size)  # the tokenizer's pieces, as the conversion wrote them
+    config, _ = load_config(checkpoint)
+    tokenizer = load_tokenizer(checkpoint)
+    vocab = vocabulary(tokenizer, config.vocab_size)  # the tokenizer's pieces, as the conversion wrote them
     ids = {t: i for i, t in enumerate(vocab)}
     kind = contender.split()[1]
     model_dir = converted / f"{spec['kind']}-{kind}"
@@ -151,7 +156,7 @@ def theirs(task: str, contender: str, checkpoint: Path, converted: Path, args: a
 
         return translate
     engine = ctranslate2().Generator(str(model_dir), device="cpu", intra_threads=threads)
-    bos = loaded.config.bos_id
+    bos = config.bos_id
     start = [vocab[bos]] if bos is not None else []
     rows = [start + [vocab[i] for i in p] for p in prompts(tokenizer, spec["batch"])]
     n = args.gen_new_tokens
@@ -231,6 +236,7 @@ def main(argv: list[str] | None = None) -> dict:
     gpt = bench_models.gpt(args.gpt, minutes=args.train_minutes, root=args.models_dir, quick=quick)
     stopping = inference.decode_config(inference.run_decode(translator)).stopping
     tasks = ["greedy", "beam"] + (["beam-equal"] if stopping != "finished" else []) + ["gen1", "gen8"]
+    tasks = [t for t in tasks if args.tasks is None or t in args.tasks]
     argv = [f"--sentences={args.sentences}", f"--batch={args.batch}", f"--gen-new-tokens={args.gen_new_tokens}",
             f"--threads={threads}"]
     print("| task | tformer fp32 | CTranslate2 fp32 | ratio | tformer int8 | CTranslate2 int8 | ratio | same |")
@@ -244,16 +250,18 @@ def main(argv: list[str] | None = None) -> dict:
     bandwidth = machine.matvec_gb_s(CPU) * 1e9
     bound = dict(weight_bytes=weight_bytes(gpt), bandwidth_gb_s=bandwidth / 1e9,
                  tokens_per_s=bandwidth / weight_bytes(gpt))
-    gen1 = next(r for r in rows if r["task"].startswith("generation, batch 1"))
-    bound["tformer_share"] = gen1["rate"]["tformer fp32"] / bound["tokens_per_s"]
-    bound["ct2_share"] = gen1["rate"]["ct2 fp32"] / bound["tokens_per_s"]
-    print(f"\nratio: CTranslate2's seconds over tformer's (> 1: tformer faster), the fastest of {args.reps} "
+    gen1 = next((r for r in rows if r["task"].startswith("generation, batch 1")), None)
+    for engine in ("tformer", "ct2") if gen1 else ():
+        bound[f"{engine}_share"] = gen1["rate"][f"{engine} fp32"] / bound["tokens_per_s"]
+    print(f"\n{machine.cpu_model()}, torch {torch.__version__}, CTranslate2 {ctranslate2().__version__}. "
+          f"ratio: CTranslate2's seconds over tformer's (> 1: tformer faster), the fastest of {args.reps} "
           f"round(s); {threads} threads each, each contender in a process of its own; stopping: tformer "
           f"{stopping!r}, CTranslate2 patience 1 (once beam hypotheses finished). Batch-1 mat-vec bound: "
           f"{bound['weight_bytes'] / 2**20:.1f} MiB of weights at {bound['bandwidth_gb_s']:.1f} GB/s -> "
-          f"{bound['tokens_per_s']:.0f} tokens/s; tformer {100 * bound['tformer_share']:.0f}%, CTranslate2 "
-          f"{100 * bound['ct2_share']:.0f}%.")
+          f"{bound['tokens_per_s']:.0f} tokens/s" + (f"; tformer {100 * bound['tformer_share']:.0f}%, CTranslate2 "
+                                                      f"{100 * bound['ct2_share']:.0f}%." if gen1 else "."))
     result = dict(args={k: v for k, v in vars(args).items() if k not in ("out", "worker")}, threads=threads,
+                  cpu=machine.cpu_model(), ctranslate2=ctranslate2().__version__, torch=torch.__version__,
                   translator=str(translator), gpt=str(gpt), stopping=stopping, bound=bound, results=rows)
     if args.out:
         write_json(args.out, result)
