@@ -199,7 +199,8 @@ def marian_translate(model: nn.Module, tokenizer: BPETokenizer, sentences: list[
     ids = [x[:max_len] for x in tokenizer.encode_batch(sentences)]
     todo = [i for i in sorted(range(len(ids)), key=lambda i: len(ids[i])) if ids[i]]
     pad, eos, device = tokenizer.pad_id, tokenizer.eos_id, next(model.parameters()).device
-    beam = dict(num_beams=decode.beam, length_penalty=decode.lenpen, early_stopping="never") if decode.beam > 1 \
+    stop = {"finished": True, "best": "never"}[decode.stopping]  # HF's names for our two stopping rules
+    beam = dict(num_beams=decode.beam, length_penalty=decode.lenpen, early_stopping=stop) if decode.beam > 1 \
         else dict(num_beams=1)
     out = [""] * len(ids)
     for start in range(0, len(todo), decode.batch_size):

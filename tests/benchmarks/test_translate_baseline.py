@@ -142,8 +142,9 @@ class Digits:  # ids as text: "5 6 7" <-> [5, 6, 7]
         return " ".join(map(str, ids))
 
 
-@pytest.mark.parametrize("beam", [1, 4])
-def test_marian_decodes_as_our_beam_search_with_the_same_weights(tmp_path, beam: int) -> None:  # noqa: ANN001
+@pytest.mark.parametrize(("beam", "stopping"), [(1, "finished"), (4, "finished"), (4, "best")])
+def test_marian_decodes_as_our_beam_search_with_the_same_weights(tmp_path, beam: int,  # noqa: ANN001
+                                                                  stopping: str) -> None:
     config = tformer.Seq2SeqConfig(vocab_size=60, d_model=D, n_heads=4, d_ff=64, n_layers=1, max_len=MAX_LEN)
     torch.manual_seed(0)
     marian = transformers.MarianMTModel(baseline.marian_config(config)).eval()
@@ -156,7 +157,7 @@ def test_marian_decodes_as_our_beam_search_with_the_same_weights(tmp_path, beam:
     rng = random.Random(1)
     sources = [" ".join(str(rng.randrange(4, 60)) for _ in range(rng.randint(1, 8))) for _ in range(12)]
 
-    decode = DecodeConfig(beam=beam, lenpen=1.0, max_len_a=1.0, max_len_b=3, batch_size=1)
+    decode = DecodeConfig(beam=beam, lenpen=1.0, max_len_a=1.0, max_len_b=3, stopping=stopping, batch_size=1)
     theirs = baseline.marian_translate(marian, Digits(), sources, decode, max_len=MAX_LEN)
     assert theirs == translate(ours, Digits(), sources, decode)
     lengths = [len(t.split()) for t in theirs]
