@@ -18,6 +18,9 @@ Writes OUT/results.json (every part's JSON, the machine, the date, the targets) 
 section per part, and the targets table: measured ratio, threshold, met / not met). `--quick` runs tiny
 sizes as a smoke test and writes to runs/bench-quick unless --out-dir is given: its numbers mean nothing.
 
+The CTranslate2 part runs trained models: runs/demo/best (`make demo`) and the bench's GPT; each that is
+missing is trained first, 8 minutes each (`benchmarks/bench_models.py`), then kept under runs/bench/.
+
 torch.compile is measured where it could pay, batch-1 generation (Python overhead between small products):
 `generate --compile` adds a `tformer compiled` row, its first (compiling) call reported apart. Training is
 matmul-bound on both sides, so compiling it would not change the comparison.
