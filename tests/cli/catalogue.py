@@ -271,9 +271,13 @@ def some_input(c: Ctx) -> list[str]:
     return ["--input", c.file("in.txt", "the cat\n")]
 
 
-def snapshot(root: Path) -> dict[str, bytes | None]:
-    """Every path under `root`: a file's bytes, None for a directory."""
-    return {str(p.relative_to(root)): None if p.is_dir() else p.read_bytes() for p in sorted(root.rglob("*"))}
+def snapshot(root: Path) -> dict[str, bytes | str | None]:
+    """Every path under `root`: a symbolic link's target (dangling or not), a file's bytes, None for a
+    directory."""
+    def state(p: Path) -> bytes | str | None:
+        return f"-> {os.readlink(p)}" if p.is_symlink() else None if p.is_dir() else p.read_bytes()
+
+    return {str(p.relative_to(root)): state(p) for p in sorted(root.rglob("*"))}
 
 
 def run_case(case: Case, c: Ctx, capsys: pytest.CaptureFixture) -> None:

@@ -93,6 +93,11 @@ def copy_over(c: Ctx, dest: str) -> list[str]:
     return ["recipes", "copy", "demo", str(c.tmp / dest)]
 
 
+def dangling(c: Ctx) -> list[str]:
+    (c.tmp / "link.yaml").symlink_to(c.tmp / "missing.yaml")
+    return ["recipes", "copy", "demo", str(c.tmp / "link.yaml")]
+
+
 def by_name(c: Ctx, command: str, name: str) -> list[str]:
     c.monkeypatch.chdir(c.tmp)
     return [command, name]
@@ -111,6 +116,12 @@ CASES = [
          ("{tmp}/mine/demo.yaml already exists; add --overwrite to replace it",)),
     Case("recipes-copy-into-a-missing-folder", lambda c: ["recipes", "copy", "demo", str(c.tmp / "no/such/x.yaml")],
          ("cannot write {tmp}/no/such/x.yaml: folder {tmp}/no/such does not exist",)),
+    Case("recipes-copy-over-a-dangling-link", lambda c: dangling(c),
+         ("{tmp}/link.yaml already exists; add --overwrite to replace it",)),
+    Case("recipes-copy-to-an-empty-dest", lambda c: ["recipes", "copy", "demo", ""],
+         ("DEST '' is empty; give a file to write, a folder, or - for standard output",)),
+    Case("recipes-copy-into-a-missing-folder-with-a-slash", lambda c: ["recipes", "copy", "demo", f"{c.tmp}/newdir/"],
+         ("cannot write into {tmp}/newdir/: no such folder; create it, or give a file name",)),
     Case("recipes-without-an-action", lambda c: ["recipes"],
          ("the following arguments are required: {list,copy}",)),
     Case("recipes-unknown-action", lambda c: ["recipes", "cp", "demo", "x.yaml"],
@@ -128,3 +139,49 @@ def test_bad_input(case: Case, tmp_path: Path, capsys: pytest.CaptureFixture, mo
 def test_every_case_is_in_the_catalogue() -> None:
     assert len({c.id for c in CASES}) == len(CASES)
     assert not in_catalogue(CASES)
+
+
+# --- every special target, through the one output writer (files.write_output) ---------------------------
+
+
+def test_copy_to_dash_writes_the_recipe_to_stdout(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["recipes", "copy", "demo", "-"]) == 0
+    assert capsys.readouterr().out == recipes.path("demo").read_text()
+    assert list(tmp_path.iterdir()) == []  # no file named -
+
+
+def test_copy_over_links_keeps_the_link_and_writes_its_target(tmp_path: Path) -> None:
+    (tmp_path / "old.yaml").write_text("old\n")
+    (tmp_path / "link.yaml").symlink_to(tmp_path / "old.yaml")
+    (tmp_path / "dangling.yaml").symlink_to(tmp_path / "new.yaml")
+    for name in ("link.yaml", "dangling.yaml"):
+        assert main(["recipes", "copy", "demo", str(tmp_path / name), "--overwrite"]) == 0
+        assert (tmp_path / name).is_symlink()
+    demo = recipes.path("demo").read_bytes()
+    assert (tmp_path / "old.yaml").read_bytes() == demo and (tmp_path / "new.yaml").read_bytes() == demo
+
+
+def test_copy_over_a_private_file_keeps_its_permissions(tmp_path: Path) -> None:
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("old\n")
+    mine.chmod(0o600)
+    assert main(["recipes", "copy", "demo", str(mine), "--overwrite"]) == 0
+    assert mine.read_bytes() == recipes.path("demo").read_bytes() and mine.stat().st_mode & 0o777 == 0o600
+
+
+def test_copy_onto_a_fifo_or_a_device_writes_in_place(tmp_path: Path) -> None:
+    import os
+    import threading
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    assert main(["recipes", "copy", "demo", str(fifo), "--overwrite"]) == 0
+    reader.join(10)
+    assert got == [recipes.path("demo").read_bytes()] and fifo.is_fifo()  # the reader got it; still a FIFO
+    assert main(["recipes", "copy", "demo", "/dev/null", "--overwrite"]) == 0
+    assert Path("/dev/null").is_char_device()

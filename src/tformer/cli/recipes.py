@@ -18,7 +18,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     q.set_defaults(run=cmd_list)
     q = actions.add_parser("copy", help="copy a recipe to a file (or a folder) to edit")
     q.add_argument("name", help="a recipe's name, e.g. demo (`tformer recipes list`)")
-    q.add_argument("dest", help="the file to write, or a folder to write NAME.yaml into")
+    q.add_argument("dest", help="the file to write, a folder to write NAME.yaml into, or - for stdout")
     q.add_argument("--overwrite", action="store_true", help="replace DEST if it exists")
     q.set_defaults(run=cmd_copy)
 
@@ -35,5 +35,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_copy(args: argparse.Namespace) -> int:
     from tformer.recipes import copy
 
-    print(f"wrote {copy(args.name, args.dest, overwrite=args.overwrite)}")
+    written = copy(args.name, args.dest, overwrite=args.overwrite)
+    if written is not None:  # "-": the recipe itself went to stdout
+        print(f"wrote {written}")
     return 0

@@ -5,7 +5,8 @@
     path(name)               the shipped file of recipe `name` (".yaml" optional)
     resolve(arg)             what `tformer train ARG` / `tformer demo ARG` read: an existing file, else a
                              shipped recipe's name; a bare name that is neither is an error listing the names
-    copy(name, dest)         the recipe written to `dest` (a file, or a folder to put NAME.yaml in) to edit
+    copy(name, dest)         the recipe written to `dest` to edit: a file (through `files.write_output`, as
+                             every command's output), a folder to put NAME.yaml in, or - for stdout
 
 Every problem is a one-line ValueError naming the bad value and the known names.
 """
@@ -13,6 +14,7 @@ Every problem is a one-line ValueError naming the bad value and the known names.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -51,20 +53,35 @@ def resolve(arg: str | os.PathLike) -> Path:
     return HERE / f"{stem}{SUFFIX}"
 
 
-def copy(name: str, dest: str | os.PathLike, *, overwrite: bool = False) -> Path:
-    """Write recipe `name` to `dest` (into it as NAME.yaml when `dest` is a folder), atomically; an
-    existing file is refused unless `overwrite`. Returns the path written."""
-    from tformer.files import write_atomic
+def copy(name: str, dest: str | os.PathLike, *, overwrite: bool = False) -> Path | None:
+    """Write recipe `name` to `dest` through the one output writer (`files.write_output`), and return the
+    path written: "-" is standard output (returns None); a folder gets NAME.yaml; a FIFO, a device or a pipe
+    is written in place, a symbolic link's target is written (the link stays), a file keeps its permission
+    bits. Anything already at the path (a file, a link, dangling or not, a FIFO, a device) is refused unless
+    `overwrite`; so are an empty `dest` and a folder that does not exist (a trailing slash names a folder)."""
+    from tformer.files import is_special_file, write_output
 
     source = path(name)
+    text = source.read_bytes()
+    dest = os.fspath(dest)
+    if dest == "-":
+        sys.stdout.buffer.write(text)
+        sys.stdout.flush()
+        return None
+    if not dest.strip():
+        raise ValueError(f"DEST {dest!r} is empty; give a file to write, a folder, or - for standard output")
     target = Path(dest)
+    if dest.endswith(("/", os.sep)) and not target.is_dir():
+        raise ValueError(f"cannot write into {dest}: no such folder; create it, or give a file name")
     if target.is_dir():
         target = target / source.name
-    if target.exists() and not overwrite:
+    if (target.exists() or target.is_symlink()) and not overwrite:
         raise ValueError(f"{target} already exists; add --overwrite to replace it")
-    if not target.parent.is_dir():
-        raise ValueError(f"cannot write {target}: folder {target.parent} does not exist")
-    return write_atomic(target, source.read_bytes())
+    written = Path(os.path.realpath(target)) if target.is_symlink() else target
+    if not is_special_file(target) and not written.parent.is_dir():
+        raise ValueError(f"cannot write {target}: folder {written.parent} does not exist")
+    write_output(target, text)
+    return target
 
 
 __all__ = ["copy", "names", "path", "resolve", "summary"]
