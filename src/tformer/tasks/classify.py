@@ -32,6 +32,7 @@ from tformer.configio import shown
 from tformer.data.device import device_of, to_device
 from tformer.data.labelled import Labelled, load_bbc_topics, load_sentiment, read_labelled
 from tformer.data.nsp import length_batches
+from tformer.files import write_atomic
 from tformer.inference.classify import ClassBatch, collate_texts, encode_texts
 from tformer.inference.loaded import load
 from tformer.models.bert import BertClassifier
@@ -226,7 +227,7 @@ def train_classifier(recipe: ClassifyRecipe, *, resume: bool = False, overwrite:
         result = {"test_accuracy": accuracy(best, make_batches(built.tokenizer, test, recipe.data))["accuracy"],
                   "test_examples": len(test.texts), "best_valid_accuracy": state["best"], "steps": state["step"],
                   "train_minutes": state["elapsed"] / 60}
-        (out_dir / "test.json").write_text(json.dumps(result, indent=2) + "\n")
+        write_atomic(out_dir / "test.json", json.dumps(result, indent=2) + "\n")
         if progress:
             print(f"test accuracy {result['test_accuracy']:.4f} on {len(test.texts)} examples")
         return {**state, "test": result}

@@ -41,6 +41,7 @@ from tformer.data.text import load_text_corpus, read_texts
 from tformer.decoding import generate
 from tformer.decoding.generate import check_max_new_tokens
 from tformer.decoding.sampling import check_sampling
+from tformer.files import write_atomic
 from tformer.models.presets import build_model, preset
 from tformer.tasks.base import ModelSpec, Setup, check_recipe, run_task, token_loss, token_nll
 from tformer.tokenization.bpe import BPETokenizer
@@ -292,7 +293,7 @@ def train_lm(recipe: LMRecipe, *, resume: bool = False, overwrite: bool = False,
         if launched_world().is_distributed:  # the trained weights may be sharded over the ranks: read them whole
             model, _ = load_model(out_dir / "last")
         samples = sample_texts(model, built.tokenizer, recipe.sample, seed=recipe.train.seed)
-        (out_dir / "samples.txt").write_text("".join(f"=== sample {i}\n{s}\n" for i, s in enumerate(samples)))
+        write_atomic(out_dir / "samples.txt", "".join(f"=== sample {i}\n{s}\n" for i, s in enumerate(samples)))
         if progress:
             for text in samples:
                 print(f"--- sample\n{text}")
