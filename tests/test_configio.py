@@ -146,3 +146,20 @@ def test_flat_keys() -> None:
 
     assert flat_keys({"train": {"seed": 0, "optim": {"lr": 1.0}}, "task": "lm"}) == {
         "train.seed": 0, "train.optim.lr": 1.0, "task": "lm"}
+
+
+TAGS = ["!!bool", "!!int", "!!float", "!!str", "!!null", "!!timestamp", "!!binary", "!!set", "!!omap", "!!pairs",
+        "!!seq", "!!map", "!!merge", "!!value", "!!python/name:os.system", "!<tag:yaml.org,2002:bool>", "!local"]
+VALUES = ["maybe", "1e999", "0x", "2024-13-45", "%%%", "[1, 2]", "{a: 1}", "[[1]]", "''", "-", "9" * 5000]
+
+
+@pytest.mark.parametrize("tag", TAGS)
+def test_every_tag_on_any_value_parses_or_is_one_line(tag: str) -> None:
+    """A YAML tag whose constructor cannot make the value (PyYAML's bool constructor raises KeyError for
+    !!bool maybe) is one ValueError line naming the document, never another exception (issue 31, class 4)."""
+    for value in VALUES:
+        for text in (f"task: {tag} {value}\n", f"{tag} {value}\n"):
+            try:
+                parse_yaml(text, what="the recipe")
+            except ValueError as e:
+                assert str(e).startswith("the recipe") and "\n" not in str(e), (text, str(e))

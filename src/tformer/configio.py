@@ -70,6 +70,9 @@ def parse_yaml(text: str, *, what: str) -> Any:
     except ValueError as e:  # a constructor's own refusal: int() of more than 4300 digits, a date 2024-13-45
         problem = "an integer of more than 4300 digits" if "4300 digits" in str(e) else " ".join(str(e).split())
         raise ValueError(f"{what} is not valid YAML ({shown(problem)[1:-1]})") from None
+    except (LookupError, TypeError, ArithmeticError, AttributeError) as e:  # a tag's constructor: !!bool maybe
+        problem = f"a value its tag cannot make: {type(e).__name__} {' '.join(str(e).split())}"
+        raise ValueError(f"{what} is not valid YAML ({shown(problem)[1:-1]})") from None
 
 
 def yaml_problem(e: yaml.YAMLError) -> str:
