@@ -134,7 +134,10 @@ def test_bad_options_name_the_value(options: dict, name: str) -> None:
 @pytest.mark.parametrize(("options", "message"), [
     ({"temperature": float("nan")}, "temperature=nan must be a finite number >= 0"),
     ({"temperature": float("inf")}, "temperature=inf must be a finite number >= 0"),
-    ({"temperature": 1.0, "seed": 2**64}, r"seed=18446744073709551616 does not fit 64 bits"),
+    ({"temperature": 1.0, "seed": 2**64}, r"seed=18446744073709551616 is not allowed; give an integer in \[0, 2\*\*64"),
+    ({"temperature": 1.0, "seed": -1}, r"seed=-1 is not allowed; give an integer in \[0, 2\*\*64 - 1\]"),
+    ({"temperature": 1.0, "top_k": 10**30}, r"top_k=1" + "0" * 30 + r" does not fit 64 bits; give an integer in "
+                                            r"\[1, 2\*\*63 - 1\]"),
 ])
 def test_check_sampling_refuses_non_finite_and_overflowing_values(options: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):

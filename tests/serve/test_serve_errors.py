@@ -94,6 +94,8 @@ def test_translate_messages_name_the_value_and_what_is_allowed(body: dict, words
     ({"prompt": "a", "temperature": 1e-300}, ["temperature=1e-300", "at least 0.001"]),
     ({"prompt": "a", "top_p": 1.5}, ["top_p=1.5", "(0, 1]"]),
     ({"prompt": "a", "seed": 2**64}, ["seed=", "2**64 - 1"]),
+    ({"prompt": "a", "seed": -1}, ["seed=-1", "[0, 2**64 - 1]"]),  # the CLI's range too (issue 31, class 3)
+    ({"prompt": "a", "top_k": 10**30}, ["top_k=1000000000000000000000000000000", "[1, 2**63 - 1]"]),
     ({"prompt": "a", "max_new_tokens": 21}, ["max_new_tokens=21", "0 to 20", "--max-new-tokens"]),
     ({"prompt": "the " * 60}, ["prompt is", "tokens", "max_len=48"]),
 ])

@@ -36,12 +36,13 @@ def check_sampling(*, temperature: float, top_k: int | None, top_p: float | None
     if 0 < temperature < MIN_TEMPERATURE:
         raise ValueError(f"temperature={temperature} is too small to sample with; give 0 (greedy) or at least "
                          f"{MIN_TEMPERATURE:g}")
-    if top_k is not None and top_k < 1:
-        raise ValueError(f"top_k={top_k} must be >= 1 (None = no top-k filter)")
+    if top_k is not None and not 1 <= top_k < 2**63:  # what torch's top-k takes
+        raise ValueError(f"top_k={top_k} must be >= 1 (None = no top-k filter)" if top_k < 1 else
+                         f"top_k={top_k} does not fit 64 bits; give an integer in [1, 2**63 - 1]")
     if top_p is not None and not 0 < top_p <= 1:
         raise ValueError(f"top_p={top_p} must be in (0, 1] (None = no nucleus filter)")
-    if seed is not None and not -(2**63) <= seed < 2**64:  # what torch.Generator.manual_seed takes
-        raise ValueError(f"seed={seed} does not fit 64 bits; give an integer in [0, 2**64 - 1]")
+    if seed is not None and not 0 <= seed < 2**64:  # the seeds the CLI takes (torch also wraps negatives)
+        raise ValueError(f"seed={seed} is not allowed; give an integer in [0, 2**64 - 1]")
 
 
 def apply_temperature(logits: Tensor, temperature: float) -> Tensor:
