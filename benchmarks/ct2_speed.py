@@ -248,8 +248,8 @@ def main(argv: list[str] | None = None) -> dict:
         rows = [timed_row(task, translator if TASKS[task]["kind"] == "translator" else gpt, Path(tmp), argv, args)
                 for task in tasks]
     bandwidth = machine.matvec_gb_s(CPU) * 1e9
-    bound = dict(weight_bytes=weight_bytes(gpt), bandwidth_gb_s=bandwidth / 1e9,
-                 tokens_per_s=bandwidth / weight_bytes(gpt))
+    size = weight_bytes(gpt)
+    bound = dict(weight_bytes=size, bandwidth_gb_s=bandwidth / 1e9, tokens_per_s=bandwidth / size)
     gen1 = next((r for r in rows if r["task"].startswith("generation, batch 1")), None)
     for engine in ("tformer", "ct2") if gen1 else ():
         bound[f"{engine}_share"] = gen1["rate"][f"{engine} fp32"] / bound["tokens_per_s"]

@@ -216,18 +216,21 @@ def test_beam_2_beats_greedy_on_a_toy_model() -> None:
     assert beam_search(model, src, beam=2, use_cache=False)[0][0].tokens == [4]
 
 
+# From the start symbol: the end symbol (0.74) or a (0.25), which then repeats itself with 0.99.
+#                pad  start eos   a     b
+EOS_OR_A_LOOP = [[.2, .2, .2, .2, .2],
+                 [0., 0., .74, .25, .01],
+                 [.2, .2, .2, .2, .2],
+                 [0., 0., .005, .99, .005],
+                 [0., 0., 1., 0., 0.]]
+
+
 def test_beam_keeps_going_while_a_live_hypothesis_can_still_win() -> None:
     """The end symbol first (0.74) finishes a hypothesis at once (score log 0.74 = -0.30); the live one
     (a, 0.25, then a with 0.99) would lose if it ended next (log 0.25 / 2 = -0.69) but can still win
     at the maximum length (log 0.25 / 6 = -0.23), so beam 1 goes on, and does win. Without length
     normalisation it cannot, and beam 1 stops there, like greedy. (All under stopping="best".)"""
-    #        pad  start eos   a     b
-    probs = [[.2, .2, .2, .2, .2],
-             [0., 0., .74, .25, .01],
-             [.2, .2, .2, .2, .2],
-             [0., 0., .005, .99, .005],
-             [0., 0., 1., 0., 0.]]
-    model, src = Bigram(probs), torch.tensor([[3]])
+    model, src = Bigram(EOS_OR_A_LOOP), torch.tensor([[3]])
     assert greedy(model, src) == [[]]
     assert beam_search(model, src, beam=1, lenpen=0.0, stopping="best")[0][0].tokens == []
     (h, short), = beam_search(model, src, beam=2, n_best=2, lenpen=1.0, max_len_a=0, max_len_b=6, stopping="best")
@@ -242,13 +245,7 @@ def test_stopping_finished_ends_once_beam_hypotheses_have_finished() -> None:
     """The same toy model: under "finished" (fairseq, CTranslate2) beam 1 stops at the end symbol it found
     first, as greedy does, where "best" searches on and finds the longer, better-scored hypothesis; beam 2
     stops at step 2, once b, eos has finished too, where "best" goes on to the maximum length."""
-    #        pad  start eos   a     b
-    probs = [[.2, .2, .2, .2, .2],
-             [0., 0., .74, .25, .01],
-             [.2, .2, .2, .2, .2],
-             [0., 0., .005, .99, .005],
-             [0., 0., 1., 0., 0.]]
-    model, src = Bigram(probs), torch.tensor([[3]])
+    model, src = Bigram(EOS_OR_A_LOOP), torch.tensor([[3]])
     limits = dict(lenpen=1.0, max_len_a=0, max_len_b=6)
     assert beam_search(model, src, beam=1, stopping="finished", **limits)[0][0].tokens == []
     assert beam_search(model, src, beam=1, stopping="best", **limits)[0][0].tokens == [3] * 6

@@ -40,8 +40,10 @@ class DecodingLayout:
         embedding's)."""
         seen, weights = set(), []
         for name, module in self.model.named_modules():
-            w = getattr(module, "weight", None)
-            if isinstance(module, nn.Linear) and w.device.type == "cpu" and w.is_contiguous() and id(w) not in seen:
+            if not isinstance(module, nn.Linear):
+                continue
+            w = module.weight
+            if w.device.type == "cpu" and w.is_contiguous() and id(w) not in seen:
                 seen.add(id(w))
                 weights.append((name, w))
         return weights
