@@ -110,8 +110,14 @@ def test_nn_imports_no_config() -> None:
              for name, file in mods.items() if inside(name, "tformer.nn")}
     config = {name: targets for name, targets in found.items() if any(t.startswith("tformer.config") for t in targets)}
     assert not config, f"nn/ modules read a config: {config}"
-    upward = {name: targets for name, targets in found.items() if targets}
+    # tformer.errors is a leaf (it imports nothing): the one type of what a user can fix, raised at every level
+    upward = {name: [t for t in targets if t != "tformer.errors"] for name, targets in found.items()}
+    upward = {name: targets for name, targets in upward.items() if targets}
     assert not upward, f"nn/ modules import tformer outside nn/: {upward}"
+
+
+def test_errors_is_a_leaf() -> None:
+    assert not [t for t in imported("tformer.errors", modules()["tformer.errors"], modules()) if inside(t, "tformer")]
 
 
 def test_viz_imports_no_tasks_or_training() -> None:

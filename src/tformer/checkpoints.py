@@ -27,6 +27,7 @@ from torch import nn
 import tformer.models
 from tformer.config import FAMILIES, TransformerConfig
 from tformer.configio import from_dict, read_yaml
+from tformer.errors import UserError
 from tformer.manifest import MANIFEST_FILE, TOKENIZER_DIR, verify_file
 from tformer.models.presets import build_model
 
@@ -46,14 +47,14 @@ def load_config(path: str | os.PathLike) -> tuple[TransformerConfig, str]:
     family, model = meta.get("family"), meta.get("model") or ""
     if not isinstance(family, str) or family not in FAMILIES:  # a list or a mapping is no family either
         known = ", ".join(FAMILIES)
-        raise ValueError(f"checkpoint {path}: {CONFIG_FILE} has family={reprlib.repr(family)}; known: {known}")
+        raise UserError(f"checkpoint {path}: {CONFIG_FILE} has family={reprlib.repr(family)}; known: {known}")
     if not isinstance(model, str):
-        raise ValueError(f"checkpoint {path}: {CONFIG_FILE} has model={reprlib.repr(model)}; expected the name of "
+        raise UserError(f"checkpoint {path}: {CONFIG_FILE} has model={reprlib.repr(model)}; expected the name of "
                          "a model class, e.g. GPT")
     try:
         config = from_dict(FAMILIES[family], meta.get("config") or {})
     except ValueError as e:
-        raise ValueError(f"checkpoint {path}: {CONFIG_FILE}: {e}") from None
+        raise UserError(f"checkpoint {path}: {CONFIG_FILE}: {e}") from None
     return config, model
 
 
@@ -82,10 +83,10 @@ def load_weights(model: nn.Module, path: str | os.PathLike) -> None:
         state = renamed(safetensors.torch.load_file(str(weights), device=str(device)))
     except Exception as e:  # a corrupt file
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ValueError(f"{where}: {first}") from None
+        raise UserError(f"{where}: {first}") from None
     problem = _mismatch(model, {name: list(t.shape) for name, t in state.items()})
     if problem:
-        raise ValueError(f"{where}: {problem}")
+        raise UserError(f"{where}: {problem}")
     model.load_state_dict(state, strict=False)  # `_mismatch` found every key the model needs
 
 
@@ -135,7 +136,7 @@ def build_saved(path: str | os.PathLike, config: TransformerConfig, class_name: 
         cls = getattr(tformer.models, class_name, None) if class_name in tformer.models.__all__ else None
         if cls is None:
             known = ", ".join(tformer.models.__all__)
-            raise ValueError(f"checkpoint {path}: {CONFIG_FILE} names model {class_name!r}; known: {known}")
+            raise UserError(f"checkpoint {path}: {CONFIG_FILE} names model {class_name!r}; known: {known}")
         model = cls(config)
     return model
 
@@ -150,10 +151,10 @@ def checkpoint_file(path: Path, name: str) -> Path:
     """`<path>/<name>`, checked against the manifest (`manifest.verify_file`: listed, size, SHA-256); a
     ValueError naming the checkpoint if there is no such directory or file."""
     if not path.is_dir():
-        raise ValueError(f"checkpoint {path}: no such directory")
+        raise UserError(f"checkpoint {path}: no such directory")
     file = path / name
     if not file.is_file():
-        raise ValueError(f"checkpoint {path}: missing {name}")
+        raise UserError(f"checkpoint {path}: missing {name}")
     verify_file(path, name)
     return file
 
@@ -162,7 +163,7 @@ def _read_yaml(path: Path) -> dict:
     file = checkpoint_file(path, CONFIG_FILE)
     meta = read_yaml(file, what=f"checkpoint {path}: {CONFIG_FILE}")
     if meta is None:
-        raise ValueError(f"checkpoint {path}: {CONFIG_FILE} is empty")
+        raise UserError(f"checkpoint {path}: {CONFIG_FILE} is empty")
     return meta
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Literal, get_args
 
 from tformer.configio import check_finite, check_literals, from_dict, to_dict, with_default
+from tformer.errors import UserError
 
 Activation = Literal["relu", "gelu", "gelu_tanh", "silu", "swiglu", "geglu"]
 NormKind = Literal["layernorm", "rmsnorm"]
@@ -46,12 +47,12 @@ SPARSE_PATTERNS = get_args(SparsePattern)
 
 def _positive(name: str, value: int) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name}={value!r} must be a positive integer")
+        raise UserError(f"{name}={value!r} must be a positive integer")
 
 
 def _probability(name: str, value: float) -> None:
     if not 0.0 <= value < 1.0:
-        raise ValueError(f"{name}={value!r} must be in [0, 1)")
+        raise UserError(f"{name}={value!r} must be in [0, 1)")
 
 
 @dataclass(kw_only=True)
@@ -69,7 +70,7 @@ class NormConfig:
         check_literals(self, where="norm.")  # kind, placement
         check_finite(self, where="norm.")
         if not self.eps > 0:
-            raise ValueError(f"norm.eps={self.eps!r} must be > 0")
+            raise UserError(f"norm.eps={self.eps!r} must be > 0")
         if self.final is None:
             self.final = self.placement == "pre"
 
@@ -89,7 +90,7 @@ class PositionConfig:
         check_literals(self, where="positions.")  # kind, sinusoid_layout
         check_finite(self, where="positions.")
         if not self.rope_theta > 0:
-            raise ValueError(f"positions.rope_theta={self.rope_theta!r} must be > 0")
+            raise UserError(f"positions.rope_theta={self.rope_theta!r} must be > 0")
 
 
 @dataclass(kw_only=True)
@@ -133,9 +134,9 @@ class AttentionConfig:
         for name in ("window", "block", "summary", "rank", "buckets", "rounds", "chunk", "state", "expand", "conv"):
             _positive(f"attention.{name}", getattr(self, name))
         if self.summary > self.block:
-            raise ValueError(f"attention.summary={self.summary} must be <= attention.block={self.block}")
+            raise UserError(f"attention.summary={self.summary} must be <= attention.block={self.block}")
         if self.buckets > 1 and self.buckets % 2:
-            raise ValueError(f"attention.buckets={self.buckets} must be 1 or even (random rotations give "
+            raise UserError(f"attention.buckets={self.buckets} must be 1 or even (random rotations give "
                              "buckets in +/- pairs)")
 
     @property
@@ -169,7 +170,7 @@ class InitConfig:
         check_literals(self, where="init.")  # kind
         check_finite(self, where="init.")
         if not self.std > 0:
-            raise ValueError(f"init.std={self.std!r} must be > 0")
+            raise UserError(f"init.std={self.std!r} must be > 0")
 
 
 @dataclass(kw_only=True)
@@ -211,7 +212,7 @@ class TransformerConfig:
             _positive(name, getattr(self, name))
         if self.head_dim is None:
             if self.d_model % self.n_heads:
-                raise ValueError(
+                raise UserError(
                     f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
                     "pick n_heads dividing d_model or set head_dim"
                 )
@@ -221,28 +222,28 @@ class TransformerConfig:
             self.n_kv_heads = self.n_heads
         _positive("n_kv_heads", self.n_kv_heads)
         if self.n_heads % self.n_kv_heads:
-            raise ValueError(
+            raise UserError(
                 f"n_heads={self.n_heads} is not divisible by n_kv_heads={self.n_kv_heads}; "
                 "n_kv_heads must divide n_heads (1 = multi-query, n_heads = multi-head)"
             )
         check_literals(self)  # activation
         self._check_attention()
         if not 0 <= self.pad_id < self.vocab_size:
-            raise ValueError(f"pad_id={self.pad_id} must be in [0, vocab_size={self.vocab_size})")
+            raise UserError(f"pad_id={self.pad_id} must be in [0, vocab_size={self.vocab_size})")
 
     def _check_attention(self) -> None:
         kind, pos = self.attention.kind, self.positions.kind
         if pos == "alibi" and not self.attention.exact:
-            raise ValueError(f"positions.kind=alibi needs exact attention (sdpa or eager), not "
+            raise UserError(f"positions.kind=alibi needs exact attention (sdpa or eager), not "
                              f"attention.kind={kind}: its bias covers the full T x S score matrix")
         if kind == "ssm" and pos in ("rope", "alibi"):
-            raise ValueError(f"positions.kind={pos} acts inside attention and would do nothing with "
+            raise UserError(f"positions.kind={pos} acts inside attention and would do nothing with "
                              "attention.kind=ssm; use sinusoidal, learned or none")
         if kind == "lsh" and self.n_kv_heads != self.n_heads:
-            raise ValueError(f"attention.kind=lsh shares queries and keys, so n_kv_heads={self.n_kv_heads} "
+            raise UserError(f"attention.kind=lsh shares queries and keys, so n_kv_heads={self.n_kv_heads} "
                              f"must equal n_heads={self.n_heads}")
         if kind == "lowrank" and self.attention.rank > self.max_len:
-            raise ValueError(f"attention.rank={self.attention.rank} must be <= max_len={self.max_len}")
+            raise UserError(f"attention.rank={self.attention.rank} must be <= max_len={self.max_len}")
 
 
 @dataclass(kw_only=True)
@@ -270,7 +271,7 @@ class Seq2SeqConfig(TransformerConfig):
         for name in ("bos_id", "eos_id", "decoder_start_id"):
             value = getattr(self, name)
             if not 0 <= value < self.vocab_size:
-                raise ValueError(f"{name}={value} must be in [0, vocab_size={self.vocab_size})")
+                raise UserError(f"{name}={value} must be in [0, vocab_size={self.vocab_size})")
 
     @property
     def shared_vocab(self) -> bool:
@@ -296,7 +297,7 @@ class BertConfig(TransformerConfig):
         _positive("type_vocab_size", self.type_vocab_size)
         _positive("n_labels", self.n_labels)
         if self.label_names and len(self.label_names) != self.n_labels:
-            raise ValueError(f"label_names has {len(self.label_names)} names but n_labels={self.n_labels}")
+            raise UserError(f"label_names has {len(self.label_names)} names but n_labels={self.n_labels}")
         _probability("classifier_dropout", self.classifier_dropout)
 
 
@@ -314,7 +315,7 @@ class GPTConfig(TransformerConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.attention.kind == "lowrank":
-            raise ValueError("attention.kind=lowrank mixes all positions, so it cannot be causal; a GPT "
+            raise UserError("attention.kind=lowrank mixes all positions, so it cannot be causal; a GPT "
                              "needs causal attention (use windowed, sparse, linear, lsh or ssm)")
 
 
@@ -329,7 +330,7 @@ def family_of(config: TransformerConfig) -> str:
     for name, cls in FAMILIES.items():
         if type(config) is cls:
             return name
-    raise ValueError(f"unknown config type {type(config).__name__}")
+    raise UserError(f"unknown config type {type(config).__name__}")
 
 
 __all__ = [

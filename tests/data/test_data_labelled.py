@@ -8,6 +8,7 @@ import pytest
 from tformer.data import DataError
 from tformer.data.labelled import find_vader_archive, load_bbc_topics, load_sentiment, read_labelled
 from tformer.data.text import load_bbc_text
+from tformer.errors import UserError
 
 
 def test_bbc_topics_split_sizes_and_labels() -> None:
@@ -32,7 +33,7 @@ def test_sentiment_snippets_split_and_balance() -> None:
 
 
 def test_missing_archive_names_the_pip_command(tmp_path) -> None:  # noqa: ANN001
-    with pytest.raises(RuntimeError, match="pip download --no-deps --no-binary :all: vaderSentiment==3.3.2"):
+    with pytest.raises(UserError, match="pip download --no-deps --no-binary :all: vaderSentiment==3.3.2"):
         load_sentiment("train", archive=tmp_path)
 
 

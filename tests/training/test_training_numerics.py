@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tformer.config import GPTConfig
+from tformer.errors import UserError
 from tformer.models.presets import build_model
 from tformer.training import loop
 from tformer.training.config import TrainConfig
@@ -118,7 +119,7 @@ def test_a_non_finite_loss_skips_the_step_and_says_so(tmp_path, capsys) -> None:
 def test_too_many_bad_steps_in_a_row_stop_the_run(tmp_path) -> None:  # noqa: ANN001
     model = build_model(config())
     task = TinyLM([5, 7, 4, 6], per_batch=1, nan_calls={2, 3, 4})
-    with pytest.raises(RuntimeError, match=r"stopping at step 2: 3 tries in a row had a non-finite loss or "
+    with pytest.raises(UserError, match=r"stopping at step 2: 3 tries in a row had a non-finite loss or "
                                            r"gradient \(train.max_bad_steps=3\)"):
         fit(model, model.config, task, train_config(max_bad_steps=3), out_dir=tmp_path, progress=False)
 

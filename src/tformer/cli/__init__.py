@@ -27,7 +27,9 @@ checks): `train` (train), `translate` (translate, evaluate, demo), `lm` (generat
 `convert`, `viz` (plot, report), `serve`, `recipes` (list, copy). The library is imported inside each command,
 so `--help` stays quick.
 
-A user error (bad config, bad file, bad value) prints one line `tformer: error: ...` and exits with 2.
+A user error (`tformer.errors.UserError`: bad config, bad file, bad value; or an OSError: a path the system
+refuses, a full disk) prints one line `tformer: error: ...` and exits with 2; any other exception is a bug of
+the package and shows its traceback (exit 1).
 Numbers and text arguments are typed by `cli.options` (finite, within range, valid UTF-8), so a bad one is
 refused while the arguments are parsed, before anything loads or prints.
 """
@@ -41,6 +43,7 @@ from typing import Any, NoReturn
 
 from tformer.cli import classify, convert, lm, recipes, serve, train, translate, viz
 from tformer.cli.shared import HelpFormatter
+from tformer.errors import UserError
 
 EXIT_USER_ERROR = 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool that SIGPIPE ended
@@ -58,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader left (`tformer ... | head`): stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
         return EXIT_BROKEN_PIPE
-    except (ValueError, RuntimeError, OSError) as e:
+    except (UserError, OSError) as e:  # what the user can fix; anything else is our bug and shows its traceback
         if isinstance(e, OSError) and e.filename and e.strerror:  # "path: Permission denied", not "[Errno 13] ..."
             message = f"{e.filename}: {e.strerror}"
         else:

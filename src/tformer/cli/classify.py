@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from tformer.cli import options, shared
+from tformer.errors import UserError
 
 BATCH = 64  # texts classified together
 
@@ -28,7 +29,7 @@ def cmd_classify(args: argparse.Namespace) -> int:
     from tformer.inference import load, top_labels
 
     if args.top < 1:
-        raise ValueError(f"--top={args.top} must be a positive integer")
+        raise UserError(f"--top={args.top} must be a positive integer")
     shared.check_output(args.output)
     loaded = load(args.checkpoint, command="classify", **shared.placement(args))
 

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 from tformer.cli import options
+from tformer.errors import UserError
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -30,7 +31,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     from tformer.training.checkpoint import save_checkpoint
 
     if args.quantization is not None and not args.to_ct2:
-        raise ValueError(f"--quantization {args.quantization} applies to --to-ct2 only")
+        raise UserError(f"--quantization {args.quantization} applies to --to-ct2 only")
     if args.to_ct2:
         from tformer.interop.ct2 import checkpoint_to_ct2
 

@@ -17,6 +17,7 @@ import json
 import math
 
 from tformer.cli import options, shared
+from tformer.errors import UserError
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -92,7 +93,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     from tformer.inference import load, read_scored_lines, score_lines, score_pairs, token_scores
 
     if args.file is not None and not shared.is_std(args.input):
-        raise ValueError(f"give the file to score once: as FILE ({args.file}) or as --input ({args.input})")
+        raise UserError(f"give the file to score once: as FILE ({args.file}) or as --input ({args.input})")
     source = args.file if args.file is not None else args.input
     shared.check_output(args.output)
     loaded = load(args.checkpoint, command="score", **shared.placement(args))

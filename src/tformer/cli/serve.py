@@ -13,6 +13,7 @@ import argparse
 import importlib.util
 
 from tformer.cli import options, shared
+from tformer.errors import UserError
 
 INSTALL = "tformer serve needs FastAPI and uvicorn: pip install 'tformer[serve]'"
 
@@ -35,7 +36,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     if any(importlib.util.find_spec(name) is None for name in ("fastapi", "uvicorn")):
-        raise ValueError(INSTALL)
+        raise UserError(INSTALL)
     from tformer.serve.app import create_app
     from tformer.serve.limits import Limits
     from tformer.serve.server import bind, make_server, url_of

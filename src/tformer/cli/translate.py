@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from tformer.cli import options, shared
+from tformer.errors import UserError
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -92,7 +93,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from tformer.tasks.translation import evaluate_checkpoint, evaluation_report, run_recipe
 
     if args.limit is not None and args.limit < 1:
-        raise ValueError(f"--limit={args.limit} must be a positive integer")
+        raise UserError(f"--limit={args.limit} must be a positive integer")
     shared.check_output(args.output)
     if args.hyp_out is not None:
         check_writable(args.hyp_out, what="--hyp-out")

@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 
 from tformer.data.padding import pad
+from tformer.errors import UserError
 
 Example = tuple[Sequence[int], Sequence[int]]
 
@@ -41,9 +42,9 @@ def limit_lengths(
     dropped or truncated, so the caller can report it.
     """
     if max_len < 2:
-        raise ValueError(f"max_len={max_len} must be at least 2 (one target token plus <s> or </s>)")
+        raise UserError(f"max_len={max_len} must be at least 2 (one target token plus <s> or </s>)")
     if overflow not in ("drop", "truncate"):
-        raise ValueError(f"overflow={overflow!r} is not allowed; choose one of drop, truncate")
+        raise UserError(f"overflow={overflow!r} is not allowed; choose one of drop, truncate")
     kept, n_over = [], 0
     for src, tgt in examples:
         if len(src) <= max_len and len(tgt) < max_len:
@@ -83,21 +84,21 @@ class TokenBatchSampler:
         curriculum_epochs: int = 0,
     ) -> None:
         if len(src_lengths) != len(tgt_lengths):
-            raise ValueError(f"{len(src_lengths)} source lengths but {len(tgt_lengths)} target lengths")
+            raise UserError(f"{len(src_lengths)} source lengths but {len(tgt_lengths)} target lengths")
         if max_tokens < 1:
-            raise ValueError(f"max_tokens={max_tokens} must be a positive integer")
+            raise UserError(f"max_tokens={max_tokens} must be a positive integer")
         if max_examples is not None and max_examples < 1:
-            raise ValueError(f"max_examples={max_examples} must be a positive integer or None")
+            raise UserError(f"max_examples={max_examples} must be a positive integer or None")
         self.src_lengths = np.asarray(src_lengths, dtype=np.int64).reshape(-1)
         self.tgt_lengths = np.asarray(tgt_lengths, dtype=np.int64).reshape(-1)
         self.sizes = np.maximum(self.src_lengths, self.tgt_lengths)
         if len(self.sizes) and self.sizes.max() > max_tokens:
             i = int(self.sizes.argmax())
-            raise ValueError(f"example {i} is {self.sizes[i]} tokens long, more than "
+            raise UserError(f"example {i} is {self.sizes[i]} tokens long, more than "
                              f"max_tokens={max_tokens}; drop or truncate long examples first (limit_lengths)")
         self.max_tokens, self.max_examples = max_tokens, max_examples
         if curriculum_epochs < 0:
-            raise ValueError(f"curriculum_epochs={curriculum_epochs} must be >= 0")
+            raise UserError(f"curriculum_epochs={curriculum_epochs} must be >= 0")
         self.shuffle, self.seed, self.curriculum_epochs = shuffle, seed, curriculum_epochs
         self.epoch, self.start = 0, 0
         self._cache: tuple[int, list[list[int]]] | None = None
@@ -190,7 +191,7 @@ class Batch:
 def collate(examples: Sequence[Example], *, pad_id: int = 0, bos_id: int = 1, eos_id: int = 2) -> Batch:
     """Pad a list of (source ids, target ids) into a `Batch`, adding <s> to `tgt_in` and </s> to `tgt_out`."""
     if not examples:
-        raise ValueError("cannot collate an empty list of examples")
+        raise UserError("cannot collate an empty list of examples")
     src = pad([x for x, _ in examples], pad_id)  # (B, S)
     tgt_in = pad([[bos_id, *y] for _, y in examples], pad_id)  # (B, T)
     tgt_out = pad([[*y, eos_id] for _, y in examples], pad_id)  # (B, T)

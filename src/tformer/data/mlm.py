@@ -20,6 +20,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from tformer.errors import UserError
+
 IGNORE = -100  # label of a position that is not predicted (the loss's ignore_index)
 
 
@@ -36,9 +38,9 @@ def mask_tokens(ids: Tensor, *, maskable: Tensor, mask_id: int, vocab_size: int,
     replacements are drawn from the ordinary tokens, ids n_special .. vocab_size - 1. word_ids (B, T), if
     given, numbers the words of each row (pieces of one word share a number): whole words are selected."""
     if not 0.0 < prob < 1.0:
-        raise ValueError(f"mask prob={prob} must be in (0, 1)")
+        raise UserError(f"mask prob={prob} must be in (0, 1)")
     if maskable.shape != ids.shape or (word_ids is not None and word_ids.shape != ids.shape):
-        raise ValueError(f"maskable/word_ids must have the shape of ids {tuple(ids.shape)}")
+        raise UserError(f"maskable/word_ids must have the shape of ids {tuple(ids.shape)}")
     draw = torch.rand(ids.shape, generator=generator)  # (B, T)
     if word_ids is not None:  # one draw per word: the draw at the word's first piece
         first = torch.zeros_like(ids).scatter_reduce(1, word_ids, torch.arange(ids.shape[1]).expand_as(ids),

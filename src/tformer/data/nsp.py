@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 
 from tformer.data.padding import pad, valid_mask
+from tformer.errors import UserError
 
 Document = Sequence[Sequence[int]]  # the sentences of one document, as token ids
 
@@ -52,13 +53,13 @@ def make_pairs(documents: Sequence[Document], *, max_len: int, cls_id: int, sep_
                rng: np.random.Generator) -> list[Pair]:
     """One pair per adjacent sentence pair of each document, half of them (exactly) with a random B."""
     if max_len < 5:
-        raise ValueError(f"max_len={max_len} leaves no room for two sentences and [CLS] [SEP] [SEP]")
+        raise UserError(f"max_len={max_len} leaves no room for two sentences and [CLS] [SEP] [SEP]")
     docs = [d for d in documents if len(d) > 0]
     if len(docs) < 2:
-        raise ValueError("next-sentence pairs need at least two non-empty documents")
+        raise UserError("next-sentence pairs need at least two non-empty documents")
     adjacent = [(d, i) for d, doc in enumerate(docs) for i in range(len(doc) - 1)]
     if not adjacent:
-        raise ValueError("next-sentence pairs need a document with at least two sentences")
+        raise UserError("next-sentence pairs need a document with at least two sentences")
     flags = rng.permutation(np.arange(len(adjacent)) % 2)  # exactly half random (one more true if odd)
     pairs = []
     for (d, i), is_random in zip(adjacent, flags.tolist(), strict=True):

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from tformer.errors import UserError
+
 SIDES = ("right", "left")
 
 
@@ -23,7 +25,7 @@ def pad(rows: Sequence[Sequence[int]], pad_id: int, side: str = "right", *,
     """Token lists -> ids (B, L), `pad_id` after each row's tokens (side="right") or before them
     (side="left"); L is the longest row's length. Built on the CPU, then moved to `device` in one copy."""
     if side not in SIDES:
-        raise ValueError(f"side={side!r} is not allowed; choose right or left")
+        raise UserError(f"side={side!r} is not allowed; choose right or left")
     width = max((len(row) for row in rows), default=0)
     out = torch.full((len(rows), width), pad_id, dtype=torch.long)  # (B, L)
     for i, row in enumerate(rows):
@@ -36,7 +38,7 @@ def valid_mask(lengths: Sequence[int], *, width: int, side: str = "right",
                device: torch.device | str | None = None) -> Tensor:
     """(B, L) True at the real tokens of rows of these `lengths` padded to `width` on `side` (as `pad`)."""
     if side not in SIDES:
-        raise ValueError(f"side={side!r} is not allowed; choose right or left")
+        raise UserError(f"side={side!r} is not allowed; choose right or left")
     column = torch.arange(width, device=device)[None, :]  # (1, L)
     length = torch.as_tensor(list(lengths), dtype=torch.long, device=device)[:, None]  # (B, 1)
     return column < length if side == "right" else column >= width - length

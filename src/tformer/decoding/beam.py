@@ -40,6 +40,7 @@ from torch import Tensor, nn
 
 from tformer.decoding.layout import DecodingLayout
 from tformer.decoding.steps import eval_mode, max_lengths, next_log_probs, reorder_rows, source_lengths
+from tformer.errors import UserError
 
 LENPEN_KINDS = ("fairseq", "gnmt")
 STOPPING = ("finished", "best")  # see the module docstring
@@ -62,15 +63,15 @@ def length_penalty(length: int, *, lenpen: float, kind: str = "fairseq") -> floa
 
 def _check(*, beam: int, n_best: int, lenpen_kind: str, stopping: str, vocab_size: int) -> None:
     if not isinstance(beam, int) or isinstance(beam, bool) or beam < 1:
-        raise ValueError(f"beam={beam!r} must be a positive integer")
+        raise UserError(f"beam={beam!r} must be a positive integer")
     if beam >= vocab_size:
-        raise ValueError(f"beam={beam} must be smaller than the vocabulary ({vocab_size} tokens)")
+        raise UserError(f"beam={beam} must be smaller than the vocabulary ({vocab_size} tokens)")
     if not isinstance(n_best, int) or not 1 <= n_best <= beam:
-        raise ValueError(f"n_best={n_best!r} must be an integer in [1, beam={beam}]")
+        raise UserError(f"n_best={n_best!r} must be an integer in [1, beam={beam}]")
     if lenpen_kind not in LENPEN_KINDS:
-        raise ValueError(f"lenpen_kind={lenpen_kind!r} is not allowed; choose one of {', '.join(LENPEN_KINDS)}")
+        raise UserError(f"lenpen_kind={lenpen_kind!r} is not allowed; choose one of {', '.join(LENPEN_KINDS)}")
     if stopping not in STOPPING:
-        raise ValueError(f"stopping={stopping!r} is not allowed; choose one of {', '.join(STOPPING)}")
+        raise UserError(f"stopping={stopping!r} is not allowed; choose one of {', '.join(STOPPING)}")
 
 
 def _keep_best(hyps: list[Hypothesis], new: Hypothesis, beam: int) -> None:

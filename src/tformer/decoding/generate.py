@@ -28,6 +28,7 @@ from tformer.data.padding import pad, valid_mask
 from tformer.decoding.layout import DecodingLayout
 from tformer.decoding.sampling import check_sampling, sample_next
 from tformer.decoding.steps import eval_mode, reorder_rows
+from tformer.errors import UserError
 from tformer.models.gpt import left_padded_positions
 from tformer.nn.kv_cache import LayerCache
 
@@ -43,22 +44,22 @@ def check_max_new_tokens(n: int, *, what: str = "max_new_tokens", most: int | No
     """The one check of a number of tokens to generate: from 0 (`most`: up to that, `limit` naming where
     that bound comes from); a ValueError naming it as `what` otherwise."""
     if most is not None and not 0 <= n <= most:
-        raise ValueError(f"{what}={n} is not allowed; give 0 to {most}{f' ({limit})' if limit else ''}")
+        raise UserError(f"{what}={n} is not allowed; give 0 to {most}{f' ({limit})' if limit else ''}")
     if n < 0:
-        raise ValueError(f"{what}={n} must be >= 0")
+        raise UserError(f"{what}={n} must be >= 0")
 
 
 def check_prompts(prompts: Sequence[Sequence[int]], *, max_new_tokens: int, max_len: int) -> None:
     """A ValueError for no prompts, an empty prompt, or more tokens than the model has positions for."""
     if len(prompts) == 0:
-        raise ValueError("prompts is empty; give at least one prompt (a list of token ids)")
+        raise UserError("prompts is empty; give at least one prompt (a list of token ids)")
     empty = [i for i, p in enumerate(prompts) if len(p) == 0]
     if empty:
-        raise ValueError(f"prompt(s) {empty} are empty; each needs at least one token (e.g. a start token)")
+        raise UserError(f"prompt(s) {empty} are empty; each needs at least one token (e.g. a start token)")
     check_max_new_tokens(max_new_tokens)
     longest = max(len(p) for p in prompts)
     if longest + max_new_tokens > max_len:
-        raise ValueError(f"the longest prompt ({longest} tokens) + max_new_tokens={max_new_tokens} = "
+        raise UserError(f"the longest prompt ({longest} tokens) + max_new_tokens={max_new_tokens} = "
                          f"{longest + max_new_tokens} is more than the model's max_len={max_len}")
 
 

@@ -19,6 +19,8 @@ import math
 import torch
 from torch import Tensor
 
+from tformer.errors import UserError
+
 # Float rounding of a cumulative sum: a mass within this of p counts as reaching p.
 MASS_TOLERANCE = 1e-6
 # The smallest temperature above 0 (greedy) that samples: below it logits / temperature can overflow float32
@@ -30,25 +32,25 @@ def check_sampling(*, temperature: float, top_k: int | None, top_p: float | None
     """A ValueError naming the first option out of its range (nan and inf are out of every range). The one
     check of sampling options: the Python API, the command line and the server all refuse with its message."""
     if not math.isfinite(temperature):
-        raise ValueError(f"temperature={temperature} must be a finite number >= 0 (0 = greedy)")
+        raise UserError(f"temperature={temperature} must be a finite number >= 0 (0 = greedy)")
     if temperature < 0:
-        raise ValueError(f"temperature={temperature} must be >= 0 (0 = greedy)")
+        raise UserError(f"temperature={temperature} must be >= 0 (0 = greedy)")
     if 0 < temperature < MIN_TEMPERATURE:
-        raise ValueError(f"temperature={temperature} is too small to sample with; give 0 (greedy) or at least "
+        raise UserError(f"temperature={temperature} is too small to sample with; give 0 (greedy) or at least "
                          f"{MIN_TEMPERATURE:g}")
     if top_k is not None and not 1 <= top_k < 2**63:  # what torch's top-k takes
-        raise ValueError(f"top_k={top_k} must be >= 1 (None = no top-k filter)" if top_k < 1 else
+        raise UserError(f"top_k={top_k} must be >= 1 (None = no top-k filter)" if top_k < 1 else
                          f"top_k={top_k} does not fit 64 bits; give an integer in [1, 2**63 - 1]")
     if top_p is not None and not 0 < top_p <= 1:
-        raise ValueError(f"top_p={top_p} must be in (0, 1] (None = no nucleus filter)")
+        raise UserError(f"top_p={top_p} must be in (0, 1] (None = no nucleus filter)")
     if seed is not None and not 0 <= seed < 2**64:  # the seeds the CLI takes (torch also wraps negatives)
-        raise ValueError(f"seed={seed} is not allowed; give an integer in [0, 2**64 - 1]")
+        raise UserError(f"seed={seed} is not allowed; give an integer in [0, 2**64 - 1]")
 
 
 def apply_temperature(logits: Tensor, temperature: float) -> Tensor:
     """(B, V) logits / temperature; temperature must be > 0 (0, greedy, is `sample_next`'s business)."""
     if temperature <= 0:
-        raise ValueError(f"temperature={temperature} must be > 0 to scale logits; use argmax for 0")
+        raise UserError(f"temperature={temperature} must be > 0 to scale logits; use argmax for 0")
     return logits / temperature
 
 
@@ -67,7 +69,7 @@ def top_k_filter(logits: Tensor, k: int) -> Tensor:
     """(B, V) logits with all but exactly the k highest of each row set to -inf (k >= V keeps all).
     Among equal logits the lower ids are kept, so exactly k survive even with ties."""
     if k < 1:
-        raise ValueError(f"top_k={k} must be >= 1")
+        raise UserError(f"top_k={k} must be >= 1")
     if k >= logits.shape[-1]:
         return logits
     _, order = _sorted(logits)  # (B, V)
@@ -80,7 +82,7 @@ def top_p_filter(logits: Tensor, p: float) -> Tensor:
     mass reaches p; the rest -inf. A token is kept when the mass of the tokens ranked above it is still
     below p, so the most likely token always is. p = 1 keeps everything."""
     if not 0 < p <= 1:
-        raise ValueError(f"top_p={p} must be in (0, 1]")
+        raise UserError(f"top_p={p} must be in (0, 1]")
     if p >= 1:
         return logits
     sorted_logits, order = _sorted(logits)  # (B, V)

@@ -37,6 +37,7 @@ from tformer.data.device import device_of
 from tformer.data.padding import pad, valid_mask
 from tformer.decoding.beam import LENPEN_KINDS, Hypothesis, length_penalty
 from tformer.decoding.steps import eval_mode
+from tformer.errors import UserError
 
 if TYPE_CHECKING:
     from tformer.tokenization import Tokenizer
@@ -106,16 +107,16 @@ def token_log_probs(model: nn.Module, ids: Tensor, *, valid: Tensor | None = Non
     window = model.config.max_len
     stride = max(window // 2, 1) if stride is None else stride
     if not isinstance(stride, int) or not 1 <= stride < window:
-        raise ValueError(f"stride={stride!r} must be an integer in [1, max_len={window}): each window after "
+        raise UserError(f"stride={stride!r} must be an integer in [1, max_len={window}): each window after "
                          f"the first must keep some context")
     if ids.dim() != 2:
-        raise ValueError(f"ids must be a (batch, length) tensor of token ids, got shape {tuple(ids.shape)}")
+        raise UserError(f"ids must be a (batch, length) tensor of token ids, got shape {tuple(ids.shape)}")
     if valid is None:
         valid = torch.ones_like(ids, dtype=torch.bool)
     if valid.shape != ids.shape:
-        raise ValueError(f"valid has shape {tuple(valid.shape)}, expected the shape of ids {tuple(ids.shape)}")
+        raise UserError(f"valid has shape {tuple(valid.shape)}, expected the shape of ids {tuple(ids.shape)}")
     if (valid[:, 1:] & ~valid[:, :-1]).any():
-        raise ValueError("valid must be right-padded: in each row, real tokens first, then padding")
+        raise UserError("valid must be right-padded: in each row, real tokens first, then padding")
     with eval_mode(model):
         seq = ids if bos_id is None else torch.cat([ids.new_full((ids.shape[0], 1), bos_id), ids], dim=1)
         out = _windowed_log_probs(model, seq, window=window, stride=stride)  # (B, N)
@@ -130,11 +131,11 @@ def score_sequences(model: nn.Module, sequences: Sequence[Sequence[int]], *, bos
     per sequence, in order. Without `bos_id` the first token is context only (not scored), so a sequence
     needs at least two tokens; with it (e.g. `model.config.bos_id`), every token is scored."""
     if batch_size < 1:
-        raise ValueError(f"batch_size={batch_size!r} must be a positive integer")
+        raise UserError(f"batch_size={batch_size!r} must be a positive integer")
     first = 0 if bos_id is not None else 1
     for i, seq in enumerate(sequences):
         if len(seq) <= first:
-            raise ValueError(f"sequence {i} has {len(seq)} token(s) and nothing to score"
+            raise UserError(f"sequence {i} has {len(seq)} token(s) and nothing to score"
                              + ("" if bos_id is not None else "; without bos_id the first token is not scored"))
     pad_id = getattr(model.config, "pad_id", 0)
     device = device_of(model)
@@ -158,7 +159,7 @@ def score_texts(model: nn.Module, tokenizer: Tokenizer, texts: Sequence[str], *,
     `bos` (default) the tokenizer's start token is prepended so every character is paid for; without it the
     first token is free and the bits per character are an underestimate."""
     if any(not text for text in texts):
-        raise ValueError("cannot score an empty text: bits per character need at least one character")
+        raise UserError("cannot score an empty text: bits per character need at least one character")
     encoded = tokenizer.encode_batch(list(texts))
     scores = score_sequences(model, encoded, bos_id=tokenizer.bos_id if bos else None, batch_size=batch_size,
                              stride=stride)
@@ -181,14 +182,14 @@ def conditional_log_probs(model: nn.Module, src_ids_batch: Sequence[Sequence[int
     Targets are token ids without start or end symbols (as `Hypothesis.tokens`); the result equals beam
     search's `Hypothesis.log_prob` for the same tokens. One float per (source, target) pair, in order."""
     if len(src_ids_batch) != len(tgt_ids_batch):
-        raise ValueError(f"{len(src_ids_batch)} sources but {len(tgt_ids_batch)} targets; give one target "
+        raise UserError(f"{len(src_ids_batch)} sources but {len(tgt_ids_batch)} targets; give one target "
                          f"per source")
     config = model.config
     for i, (src, tgt) in enumerate(zip(src_ids_batch, tgt_ids_batch, strict=True)):
         if not any(t != config.pad_id for t in src):
-            raise ValueError(f"source {i} has no token other than pad_id={config.pad_id}")
+            raise UserError(f"source {i} has no token other than pad_id={config.pad_id}")
         if not tgt and not eos:
-            raise ValueError(f"target {i} is empty and eos=False: nothing to score")
+            raise UserError(f"target {i} is empty and eos=False: nothing to score")
     device = device_of(model)
     out: list[float] = []
     with eval_mode(model):
@@ -212,7 +213,7 @@ def rerank(model: nn.Module, source_ids: Sequence[int], candidates: Sequence[Seq
     log p(y | x) / lp(len(y) + 1), beam search's score (`length_penalty`; lenpen 0: the raw log-prob).
     Ties keep the candidates' order."""
     if lenpen_kind not in LENPEN_KINDS:
-        raise ValueError(f"lenpen_kind={lenpen_kind!r} is not allowed; choose one of {', '.join(LENPEN_KINDS)}")
+        raise UserError(f"lenpen_kind={lenpen_kind!r} is not allowed; choose one of {', '.join(LENPEN_KINDS)}")
     if not candidates:
         return []
     log_probs = conditional_log_probs(model, [source_ids] * len(candidates), candidates, batch_size=batch_size)

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from tformer.decoding.layout import DecodingLayout
+from tformer.errors import UserError
 from tformer.nn.kv_cache import LayerCache
 
 
@@ -50,11 +51,11 @@ def eval_mode(model: nn.Module, *, rows: int | None = None, layout: DecodingLayo
 def source_lengths(src: Tensor, *, pad_id: int) -> Tensor:
     """(B, S) padded ids -> (B,) real lengths; a ValueError if a sentence has no real token."""
     if src.dim() != 2:
-        raise ValueError(f"src must be a (batch, length) tensor of ids, got shape {tuple(src.shape)}")
+        raise UserError(f"src must be a (batch, length) tensor of ids, got shape {tuple(src.shape)}")
     lengths = (src != pad_id).sum(dim=1)  # (B,)
     empty = (lengths == 0).nonzero().flatten().tolist()
     if src.shape[0] == 0 or empty:
-        raise ValueError(f"cannot decode an empty source: sentence(s) {empty or 'all'} have no token other "
+        raise UserError(f"cannot decode an empty source: sentence(s) {empty or 'all'} have no token other "
                          f"than pad_id={pad_id}; each needs at least one real token")
     return lengths
 
@@ -63,7 +64,7 @@ def max_lengths(lengths: Tensor, *, max_len_a: float, max_len_b: int, limit: int
     """Per-sentence maximum target length int(a * n + b), capped at `limit` (the model's positions)."""
     out = [min(int(max_len_a * n + max_len_b), limit) for n in lengths.tolist()]
     if min(out) < 1:
-        raise ValueError(f"max_len_a={max_len_a}, max_len_b={max_len_b} allow no target token for a source "
+        raise UserError(f"max_len_a={max_len_a}, max_len_b={max_len_b} allow no target token for a source "
                          f"of length {int(lengths[out.index(min(out))])}; the maximum length must be at least 1")
     return out
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import sacrebleu
 
+from tformer.errors import UserError
 from tformer.evaluation.degenerate import is_degenerate
 
 
@@ -36,7 +37,7 @@ class Scores:
 def score_corpus(hypotheses: list[str], references: list[str]) -> Scores:
     """One reference per hypothesis; sacrebleu's default 13a tokenizer for BLEU."""
     if len(hypotheses) != len(references):
-        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references; they must pair up")
+        raise UserError(f"{len(hypotheses)} hypotheses but {len(references)} references; they must pair up")
     bleu, chrf = sacrebleu.BLEU(), sacrebleu.CHRF()
     b = bleu.corpus_score(hypotheses, [references])
     c = chrf.corpus_score(hypotheses, [references])

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from tformer.errors import UserError
+
 N, TIMES = 3, 3  # a word N-gram repeated TIMES or more times
 
 
@@ -34,6 +36,6 @@ def is_degenerate(hypothesis: str, reference: str) -> bool:
 def degenerate_share(hypotheses: list[str], references: list[str]) -> float:
     """The fraction of hypotheses that are degenerate (0.0 for none at all); one reference each."""
     if len(hypotheses) != len(references):
-        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references; they must pair up")
+        raise UserError(f"{len(hypotheses)} hypotheses but {len(references)} references; they must pair up")
     flags = [is_degenerate(h, r) for h, r in zip(hypotheses, references, strict=True)]
     return sum(flags) / len(flags) if flags else 0.0

@@ -16,6 +16,7 @@ from tformer.decoding import generate
 from tformer.decoding.generate import check_max_new_tokens
 from tformer.decoding.layout import DecodingLayout
 from tformer.decoding.sampling import check_sampling
+from tformer.errors import UserError
 
 
 def prompt_ids(tokenizer: Any, config: GPTConfig, prompt: str) -> list[int]:
@@ -25,9 +26,9 @@ def prompt_ids(tokenizer: Any, config: GPTConfig, prompt: str) -> list[int]:
     start = [] if config.bos_id is None else [config.bos_id]
     ids = start + tokenizer.encode(prompt)
     if not ids:
-        raise ValueError("the prompt is empty and the model has no bos_id to start from")
+        raise UserError("the prompt is empty and the model has no bos_id to start from")
     if len(ids) >= config.max_len:
-        raise ValueError(f"the prompt is {len(ids)} tokens{' with the start token' if start else ''}; the "
+        raise UserError(f"the prompt is {len(ids)} tokens{' with the start token' if start else ''}; the "
                          f"model's context max_len={config.max_len} leaves no room to generate (give at most "
                          f"{config.max_len - 1 - len(start)} tokens)")
     return ids
@@ -102,9 +103,9 @@ def sample_prompts(model: nn.Module, tokenizer: Any, prompts: list[str], *, num_
     seed + k (mod 2**64), so the first is what `continue_prompt(seed=seed)` writes and the others differ.
     `on_text(prompt, sample, piece)`: the text as it appears, as `continue_prompt`'s `on_text`."""
     if num_samples < 1:
-        raise ValueError(f"num_samples={num_samples} must be a positive integer")
+        raise UserError(f"num_samples={num_samples} must be a positive integer")
     if not prompts:
-        raise ValueError("there is no prompt to continue; give --prompt TEXT, or prompts one a line on stdin or in "
+        raise UserError("there is no prompt to continue; give --prompt TEXT, or prompts one a line on stdin or in "
                          "--input FILE")
     check_max_new_tokens(max_new_tokens)
     check_sampling(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
@@ -112,7 +113,7 @@ def sample_prompts(model: nn.Module, tokenizer: Any, prompts: list[str], *, num_
         try:
             prompt_ids(tokenizer, model.config, prompt)
         except ValueError as e:
-            raise ValueError(f"prompt {number}: {e}" if len(prompts) > 1 else str(e)) from None
+            raise UserError(f"prompt {number}: {e}" if len(prompts) > 1 else str(e)) from None
     k = 0
     for i, prompt in enumerate(prompts):
         for j in range(num_samples):

@@ -18,6 +18,7 @@ from tformer.checkpoints import build_saved, load_config, load_weights, tokenize
 from tformer.config import TransformerConfig, family_of
 from tformer.data.device import check_placement, place
 from tformer.decoding.layout import DecodingLayout
+from tformer.errors import UserError
 from tformer.quant import check_mode, quantize
 from tformer.tokenization import check_vocabulary, load_tokenizer
 
@@ -72,7 +73,7 @@ def _check_kind(path: str | Path, config: TransformerConfig, model_class: str, c
     held = refusal.format(config=type(config).__name__, model=model_class or kind)
     users = [c for c, (kinds, _) in NEEDS.items() if kind in kinds]
     use = f"tformer {' / '.join(users)}" if users else "fine-tuning a classifier (task: classify, model.init_from)"
-    raise ValueError(f"checkpoint {path} {held}; a {kind} checkpoint is for {use}")
+    raise UserError(f"checkpoint {path} {held}; a {kind} checkpoint is for {use}")
 
 
 def load(path: str | Path, *, command: str | None = None, device: str = "cpu", dtype: str = "float32",
@@ -91,7 +92,7 @@ def load(path: str | Path, *, command: str | None = None, device: str = "cpu", d
     if quantization is not None:
         check_mode(quantization)
         if where.type != "cpu" or dtype != "float32":
-            raise ValueError(f"--int8 runs in float32 on the CPU only (got --device {device} --dtype {dtype}); "
+            raise UserError(f"--int8 runs in float32 on the CPU only (got --device {device} --dtype {dtype}); "
                              "drop --int8, or use --device cpu --dtype float32")
     config, model_class = load_config(path)  # read once: the kind, then the model
     if command is not None:
@@ -100,7 +101,7 @@ def load(path: str | Path, *, command: str | None = None, device: str = "cpu", d
     load_weights(model, path)
     model = place(model, device=str(where), dtype=dtype)
     if tokenizer_dir(path) is None:
-        raise ValueError(f"checkpoint {path} has no tokenizer/ directory")
+        raise UserError(f"checkpoint {path} has no tokenizer/ directory")
     tokenizer = load_tokenizer(path)
     shared = min(config.vocab_size, getattr(config, "src_vocab_size", None) or config.vocab_size)
     check_vocabulary(tokenizer, shared, where=f"checkpoint {path}")

@@ -12,6 +12,7 @@ from torch import nn
 
 from tformer.data.lines import read_lines, source_name
 from tformer.decoding import TextScore, conditional_log_probs, score_sequences
+from tformer.errors import UserError
 
 
 def read_scored_lines(path: str | os.PathLike) -> dict[int, str]:
@@ -19,7 +20,7 @@ def read_scored_lines(path: str | os.PathLike) -> dict[int, str]:
     1), so that results and errors name the file's own lines; a ValueError if there are none."""
     lines = {number: line for number, line in enumerate(read_lines(path), 1) if line.strip()}
     if not lines:
-        raise ValueError(f"{source_name(path)} has no non-empty line to score")
+        raise UserError(f"{source_name(path)} has no non-empty line to score")
     return lines
 
 
@@ -48,12 +49,12 @@ def score_pairs(model: nn.Module, tokenizer: Any, lines: list[str], *, where: st
     pairs = [line.split("\t") for line in lines]
     bad = next((i for i, p in enumerate(pairs) if len(p) != 2), None)
     if bad is not None:
-        raise ValueError(f"{where}:{numbers[bad]}: expected source<TAB>target for an encoder-decoder")
+        raise UserError(f"{where}:{numbers[bad]}: expected source<TAB>target for an encoder-decoder")
     sources, targets = [tokenizer.encode(s) for s, _ in pairs], [tokenizer.encode(t) for _, t in pairs]
     for i, src, tgt in zip(numbers, sources, targets, strict=True):  # the target gets an end token
         if len(src) > max_len or len(tgt) + 1 > max_len:
             side, n = ("source", len(src)) if len(src) > max_len else ("target", len(tgt) + 1)
-            raise ValueError(f"{where}:{i}: the {side} is {n} tokens, longer than the model's context "
+            raise UserError(f"{where}:{i}: the {side} is {n} tokens, longer than the model's context "
                              f"max_len={max_len}")
     return conditional_log_probs(model, sources, targets)
 

@@ -23,6 +23,7 @@ from tformer.data.padding import pad
 from tformer.decoding import beam_search, greedy
 from tformer.decoding.beam import STOPPING
 from tformer.decoding.layout import DecodingLayout
+from tformer.errors import UserError
 from tformer.inference.loaded import check_kind
 
 
@@ -38,14 +39,14 @@ class DecodeConfig:
     def __post_init__(self) -> None:
         check_finite(self, where="decode.")
         if self.beam < 1:
-            raise ValueError(f"decode.beam={self.beam} must be at least 1")
+            raise UserError(f"decode.beam={self.beam} must be at least 1")
         if self.batch_size < 1:
-            raise ValueError(f"decode.batch_size={self.batch_size} must be at least 1")
+            raise UserError(f"decode.batch_size={self.batch_size} must be at least 1")
         if self.stopping not in STOPPING:
-            raise ValueError(f"decode.stopping={self.stopping!r} is not allowed; choose one of {', '.join(STOPPING)} "
+            raise UserError(f"decode.stopping={self.stopping!r} is not allowed; choose one of {', '.join(STOPPING)} "
                              "(finished: once beam hypotheses have finished; best: once none can beat them)")
         if self.max_len_a < 0 or self.max_len_b < 0:
-            raise ValueError(f"decode.max_len_a={self.max_len_a} and decode.max_len_b={self.max_len_b} must be >= 0 "
+            raise UserError(f"decode.max_len_a={self.max_len_a} and decode.max_len_b={self.max_len_b} must be >= 0 "
                              "(at most a * source length + b target tokens)")
 
 
@@ -69,11 +70,11 @@ def run_decode(checkpoint: str | Path, *, command: str = "translate") -> DecodeC
     try:
         recipe = read_yaml(path, what="the file") or {}
         if not isinstance(recipe, dict):
-            raise ValueError(f"the file holds a {type(recipe).__name__}, not a mapping of sections")
+            raise UserError(f"the file holds a {type(recipe).__name__}, not a mapping of sections")
         return from_dict(DecodeConfig, recipe.get("decode") or {}, where="decode.")
     except (ValueError, TypeError) as e:
         reason = " ".join(str(e).split()) or type(e).__name__
-        raise ValueError(f"{path} (the run's recipe beside the checkpoint) is not a valid recipe: {reason}") from None
+        raise UserError(f"{path} (the run's recipe beside the checkpoint) is not a valid recipe: {reason}") from None
 
 
 @torch.inference_mode()

@@ -13,6 +13,7 @@ from typing import Any
 from torch import Tensor
 
 from tformer.config import TransformerConfig
+from tformer.errors import UserError
 
 # Activation names: Hugging Face's (ACT2FN) -> ours, and ours -> the name we write.
 ACTIVATIONS_FROM_HF = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
@@ -35,7 +36,7 @@ class Weights:
 
     def __getitem__(self, name: str) -> Tensor:
         if name not in self.tensors:
-            raise ValueError(f"the checkpoint has no weight {name!r} (it has {len(self.tensors)} weights, "
+            raise UserError(f"the checkpoint has no weight {name!r} (it has {len(self.tensors)} weights, "
                              f"e.g. {', '.join(sorted(self.tensors)[:3])})")
         self.used.add(name)
         return self.tensors[name]
@@ -44,7 +45,7 @@ class Weights:
         left = sorted(k for k in self.tensors
                       if k not in self.used and not any(p.fullmatch(k) for p in self.ignore))
         if left:
-            raise ValueError(f"the checkpoint has {len(left)} weights our model has no place for: "
+            raise UserError(f"the checkpoint has {len(left)} weights our model has no place for: "
                              f"{', '.join(left[:5])}{' ...' if len(left) > 5 else ''}")
 
 
@@ -65,7 +66,7 @@ def unmet(cfg: TransformerConfig, required: dict[str, tuple]) -> list[str]:
 
 def activation_from_hf(name: str, table: dict[str, str] = ACTIVATIONS_FROM_HF) -> str:
     if name not in table:
-        raise ValueError(f"activation {name!r} has no equivalent here; supported: {', '.join(table)}")
+        raise UserError(f"activation {name!r} has no equivalent here; supported: {', '.join(table)}")
     return table[name]
 
 
@@ -73,7 +74,7 @@ def require(d: dict, key: str, allowed: tuple, default: Any = None) -> None:
     """A Hugging Face config option our models do not implement must be at a value they match."""
     value = d.get(key, default)
     if value not in allowed:
-        raise ValueError(f"{d.get('model_type')} config {key}={value!r} has no equivalent here; "
+        raise UserError(f"{d.get('model_type')} config {key}={value!r} has no equivalent here; "
                          f"supported: {' or '.join(map(repr, allowed))}")
 
 

@@ -37,6 +37,7 @@ from torch import Tensor, nn
 from tformer.config import GPTConfig, Seq2SeqConfig, TransformerConfig, family_of
 from tformer.configio import dump_yaml, to_dict
 from tformer.decoding.generate import check_prompts
+from tformer.errors import UserError
 from tformer.files import atomic_directory
 from tformer.models import GPT, EncoderDecoder
 from tformer.nn.mlp import GATED
@@ -57,7 +58,7 @@ def ctranslate2() -> Any:
     try:
         import ctranslate2 as module
     except ImportError:
-        raise RuntimeError(f"the CTranslate2 export needs the ctranslate2 package: {INSTALL_HINT}") from None
+        raise UserError(f"the CTranslate2 export needs the ctranslate2 package: {INSTALL_HINT}") from None
     return module
 
 
@@ -80,7 +81,7 @@ def unsupported(model: nn.Module) -> list[str]:
 
 def check_quantization(quantization: str | None) -> None:
     if quantization is not None and quantization not in QUANTIZATIONS:
-        raise ValueError(f"quantization={quantization!r} is not a CTranslate2 weight type; choose one of "
+        raise UserError(f"quantization={quantization!r} is not a CTranslate2 weight type; choose one of "
                          f"{', '.join(QUANTIZATIONS)}")
 
 
@@ -91,7 +92,7 @@ def to_ct2(model: nn.Module, path: str | Path, *, tokenizer: Any = None, quantiz
     CTranslate2 model at `path` is replaced whole, a directory of other files is refused."""
     problems = unsupported(model)
     if problems:
-        raise ValueError(f"this model has no CTranslate2 equivalent: {'; '.join(problems)}")
+        raise UserError(f"this model has no CTranslate2 equivalent: {'; '.join(problems)}")
     check_quantization(quantization)
     check_out(path)
     ct2 = ctranslate2()
@@ -118,7 +119,7 @@ def checkpoint_to_ct2(checkpoint: str | Path, path: str | Path, *, quantization:
     ctranslate2()  # installed? (all before reading the checkpoint)
     model, _ = load_model(checkpoint)
     if problems := unsupported(model):  # before loading anything else
-        raise ValueError(f"{checkpoint}: this model has no CTranslate2 equivalent: {'; '.join(problems)}")
+        raise UserError(f"{checkpoint}: this model has no CTranslate2 equivalent: {'; '.join(problems)}")
     to_ct2(model, path, tokenizer=load_tokenizer(checkpoint) if tokenizer_dir(checkpoint) else None,
            quantization=quantization)
     return model
@@ -224,7 +225,7 @@ def vocabulary(tokenizer: Any, size: int) -> list[str]:
               for i in range(size)]
     if len(set(tokens)) != len(tokens):
         twice = next(t for t in tokens if tokens.count(t) > 1)
-        raise ValueError(f"the tokenizer names two ids {twice!r}; CTranslate2 needs one string per id")
+        raise UserError(f"the tokenizer names two ids {twice!r}; CTranslate2 needs one string per id")
     return tokens
 
 
@@ -251,9 +252,9 @@ def check_out(path: str | Path) -> None:
     CTranslate2 model (which the export replaces whole). A directory of other files is never replaced."""
     path = Path(path)
     if path.exists() and not path.is_dir():
-        raise ValueError(f"{path} is a file; the CTranslate2 export writes a model directory there")
+        raise UserError(f"{path} is a file; the CTranslate2 export writes a model directory there")
     if path.is_dir() and any(path.iterdir()) and not (path / MODEL_FILE).is_file():
-        raise ValueError(f"{path} is a directory of other files (no {MODEL_FILE}: not a CTranslate2 model); export "
+        raise UserError(f"{path} is a directory of other files (no {MODEL_FILE}: not a CTranslate2 model); export "
                          "to a new or empty directory, or over a CTranslate2 model to replace it")
 
 
@@ -271,7 +272,7 @@ def write_model(path: str | Path, spec: Any, config: TransformerConfig, model: n
                 tokenizer.save(tmp)
     except OSError as e:  # a full disk, no permission: said as to_hf says it
         kept = " (what was there is kept)" if existed else ""
-        raise ValueError(f"cannot write {path}: {e.strerror or e}{kept}") from None
+        raise UserError(f"cannot write {path}: {e.strerror or e}{kept}") from None
 
 
 # --- running --------------------------------------------------------------------------------------------
@@ -297,7 +298,7 @@ def load_ct2(path: str | Path, *, device: str = "cpu", compute_type: str = "defa
 
     ct2, path = ctranslate2(), Path(path)
     if not (path / MODEL_FILE).is_file() or not (path / CONFIG_FILE).is_file():
-        raise ValueError(f"{path} is not a CTranslate2 model written by tformer (needs {MODEL_FILE} and {CONFIG_FILE})")
+        raise UserError(f"{path} is not a CTranslate2 model written by tformer (needs {MODEL_FILE} and {CONFIG_FILE})")
     config, _ = load_config(path)  # the format of our checkpoints' config.yaml
     seq2seq = isinstance(config, Seq2SeqConfig)
     runner = ct2.Translator if seq2seq else ct2.Generator
@@ -315,7 +316,7 @@ def names(tokens: list[str], ids: Sequence[int], what: str) -> list[str]:
     """CTranslate2's strings for our ids; a ValueError naming `what` for an id outside the vocabulary."""
     bad = next((i for i in ids if not 0 <= i < len(tokens)), None)
     if bad is not None:
-        raise ValueError(f"{what} has token id {bad}; the vocabulary has ids 0..{len(tokens) - 1}")
+        raise UserError(f"{what} has token id {bad}; the vocabulary has ids 0..{len(tokens) - 1}")
     return [tokens[i] for i in ids]
 
 
@@ -337,7 +338,7 @@ def translate_ids(ct2: CT2Model, sources: Sequence[Sequence[int]], *, beam: int 
     n_max = config.max_len
     bad = next((i for i, s in enumerate(sources) if not 0 < len(s) <= n_max), None)
     if bad is not None:
-        raise ValueError(f"source {bad} has {len(sources[bad])} tokens; each needs 1..max_len={n_max}")
+        raise UserError(f"source {bad} has {len(sources[bad])} tokens; each needs 1..max_len={n_max}")
     limits = [min(int(max_len_a * len(s) + max_len_b), n_max) for s in sources]
     no_pad = [[ct2.tokens[config.pad_id]]] if config.pad_id != config.eos_id else None  # as `next_log_probs`
     strings = [names(ct2.src_tokens, s, f"source {k}") for k, s in enumerate(sources)]

@@ -35,6 +35,7 @@ from safetensors.torch import save_file
 from torch import Tensor, nn
 
 from tformer.config import TransformerConfig, family_of
+from tformer.errors import UserError
 from tformer.files import atomic_directory
 from tformer.interop import bert, gpt2, llama, marian, pegasus
 from tformer.interop.hffiles import CONFIG, WEIGHTS, hf_file, load_tensors, read_config, weight_files
@@ -79,15 +80,15 @@ def from_hf(path: str | Path) -> tuple[nn.Module, TransformerConfig]:
         config = mapping.config_from_hf(hf_config)
         state = mapping.state_from_hf(tensors, config)
     except ValueError as e:  # a missing or unexpected weight, an option we lack: say which directory
-        raise ValueError(f"{path}: {e}") from None
+        raise UserError(f"{path}: {e}") from None
     except (TypeError, KeyError, AttributeError) as e:  # a value of config.json of the wrong type ("12", [12])
-        raise ValueError(f"{path}: config.json holds a value of the wrong type for a {hf_config['model_type']} "
+        raise UserError(f"{path}: config.json holds a value of the wrong type for a {hf_config['model_type']} "
                          f"config ({type(e).__name__}: {e})") from None
     model = build_model(config)
     try:
         model.load_state_dict(state)
     except RuntimeError as e:  # torch lists every mismatch, over many lines; name the count and the first
-        raise ValueError(f"{path}: the weights do not fit config.json ({_mismatches(str(e))})") from None
+        raise UserError(f"{path}: the weights do not fit config.json ({_mismatches(str(e))})") from None
     return model.eval(), config
 
 
@@ -108,7 +109,7 @@ def to_hf(model: nn.Module, path: str | Path, *, tokenizer: BackendTokenizer | N
     files of `tokenizer` if given (`tokenizer_files`). The write is atomic: on any failure nothing new is
     left at `path`."""
     if not isinstance(model, EXPORTABLE):
-        raise ValueError(f"to_hf writes {', '.join(c.__name__ for c in EXPORTABLE)} models, "
+        raise UserError(f"to_hf writes {', '.join(c.__name__ for c in EXPORTABLE)} models, "
                          f"not {type(model).__name__}")
     config = model.config
     mapping = mapping_for(config)
@@ -153,7 +154,7 @@ def mapping_for(config: TransformerConfig) -> Mapping:
     each candidate."""
     family = family_of(config)
     if not config.attention.exact:
-        raise ValueError(f"this {type(config).__name__} has no Hugging Face equivalent: attention.kind="
+        raise UserError(f"this {type(config).__name__} has no Hugging Face equivalent: attention.kind="
                          f"{config.attention.kind} is not exact attention, and the exported model would compute "
                          "something else")
     reasons = []
@@ -164,7 +165,7 @@ def mapping_for(config: TransformerConfig) -> Mapping:
         if not problems:
             return mapping
         reasons.append(f"as {mapping.MODEL_TYPE}: {', '.join(problems)}")
-    raise ValueError(f"this {type(config).__name__} has no Hugging Face equivalent ({'; '.join(reasons)})")
+    raise UserError(f"this {type(config).__name__} has no Hugging Face equivalent ({'; '.join(reasons)})")
 
 
 # --- files --------------------------------------------------------------------------------------------
@@ -194,9 +195,9 @@ def write_checkpoint(path: str | Path, hf_config: dict, tensors: dict[str, Tenso
     of an existing `path` that this does not write (a README, a tokenizer written before) are kept."""
     path = Path(path)
     if path.exists() and not path.is_dir():
-        raise ValueError(f"{path} is a file; to_hf writes a checkpoint directory there")
+        raise UserError(f"{path} is a file; to_hf writes a checkpoint directory there")
     if path.is_dir() and any(path.iterdir()) and not (path / CONFIG).is_file():
-        raise ValueError(f"{path} is a directory of other files (no {CONFIG}: not a Hugging Face model); export "
+        raise UserError(f"{path} is a directory of other files (no {CONFIG}: not a Hugging Face model); export "
                          "to a new or empty directory, or to a model directory to update")
     existed = path.exists()
     try:
@@ -208,4 +209,4 @@ def write_checkpoint(path: str | Path, hf_config: dict, tensors: dict[str, Tenso
             (tmp / CONFIG).write_text(json.dumps(hf_config, indent=2, sort_keys=True) + "\n")
     except OSError as e:  # a full disk, no permission: said as save_checkpoint says it
         kept = " (what was there is kept)" if existed else ""
-        raise ValueError(f"cannot write {path}: {e.strerror or e}{kept}") from None
+        raise UserError(f"cannot write {path}: {e.strerror or e}{kept}") from None

@@ -26,6 +26,8 @@ import torch
 from safetensors.torch import load_file
 from torch import Tensor
 
+from tformer.errors import UserError
+
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
 # What a checkpoint's weights may be stored as, in the order we look for them.
@@ -38,20 +40,20 @@ def hf_file(directory: str | os.PathLike, name: object, *, named_by: str | os.Pa
     directory = Path(directory)
     where = f"{named_by} names" if named_by else f"{directory}:"
     if not isinstance(name, str) or not name:
-        raise ValueError(f"{where} {reprlib.repr(name)}, which is not a file name")
+        raise UserError(f"{where} {reprlib.repr(name)}, which is not a file name")
     parts = PurePosixPath(name.replace("\\", "/")).parts
     if name.startswith(("/", "\\")) or ".." in parts or (len(name) > 1 and name[1] == ":"):
-        raise ValueError(f"{where} {name!r}, which is outside {directory}; a checkpoint's files must lie inside "
+        raise UserError(f"{where} {name!r}, which is outside {directory}; a checkpoint's files must lie inside "
                          "its directory")
     file = directory / name
     real = file.resolve()
     if not any(real.is_relative_to(root) for root in _allowed_roots(directory)):
-        raise ValueError(f"{file} is a link to {real}, outside {directory}; a checkpoint's files must lie "
+        raise UserError(f"{file} is a link to {real}, outside {directory}; a checkpoint's files must lie "
                          "inside its directory")
     if not real.exists():
-        raise ValueError(f"{where} {name!r}, which does not exist" if named_by else f"{file} does not exist")
+        raise UserError(f"{where} {name!r}, which does not exist" if named_by else f"{file} does not exist")
     if not real.is_file():
-        raise ValueError(f"{file} is not a regular file")
+        raise UserError(f"{file} is not a regular file")
     return file
 
 
@@ -69,27 +71,27 @@ def read_json(file: Path) -> object:
     try:
         return json.loads(file.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as e:
-        raise ValueError(f"{file} is not valid JSON (not UTF-8: byte {e.start})") from None
+        raise UserError(f"{file} is not valid JSON (not UTF-8: byte {e.start})") from None
     except json.JSONDecodeError as e:
-        raise ValueError(f"{file} is not valid JSON ({e})") from None
+        raise UserError(f"{file} is not valid JSON ({e})") from None
 
 
 def read_config(directory: str | os.PathLike, *, supported: tuple[str, ...]) -> dict:
     """config.json as a dict, its `model_type` one of `supported`."""
     directory = Path(directory)
     if not directory.is_dir():
-        raise ValueError(f"{directory} is not a directory; expected a Hugging Face checkpoint directory "
+        raise UserError(f"{directory} is not a directory; expected a Hugging Face checkpoint directory "
                          f"with {CONFIG} and {WEIGHTS}")
     if not (directory / CONFIG).exists():
-        raise ValueError(f"{directory} has no {CONFIG}; expected a Hugging Face checkpoint directory "
+        raise UserError(f"{directory} has no {CONFIG}; expected a Hugging Face checkpoint directory "
                          f"with {CONFIG} and {WEIGHTS}")
     file = hf_file(directory, CONFIG)
     config = read_json(file)
     if not isinstance(config, dict):
-        raise ValueError(f"{file} must hold a JSON object, not {type(config).__name__}")
+        raise UserError(f"{file} must hold a JSON object, not {type(config).__name__}")
     model_type = config.get("model_type")
     if not isinstance(model_type, str) or model_type not in supported:
-        raise ValueError(f"{file}: model_type={reprlib.repr(model_type)} is not supported; "
+        raise UserError(f"{file}: model_type={reprlib.repr(model_type)} is not supported; "
                          f"supported: {', '.join(sorted(supported))}")
     return config
 
@@ -101,7 +103,7 @@ def weight_files(directory: str | os.PathLike) -> list[Path]:
         if (directory / name).exists() or (directory / name).is_symlink():
             file = hf_file(directory, name)
             return _shards(file) if name.endswith(".index.json") else [file]
-    raise ValueError(f"{directory} has no weights; expected one of {', '.join(WEIGHT_FILES)}")
+    raise UserError(f"{directory} has no weights; expected one of {', '.join(WEIGHT_FILES)}")
 
 
 def _shards(index: Path) -> list[Path]:
@@ -109,12 +111,12 @@ def _shards(index: Path) -> list[Path]:
     data = read_json(index)
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
-        raise ValueError(f"{index}: expected a JSON object with a non-empty \"weight_map\" "
+        raise UserError(f"{index}: expected a JSON object with a non-empty \"weight_map\" "
                          f"(weight name -> shard file), found weight_map={reprlib.repr(weight_map)}")
     shards = []
     for weight, shard in weight_map.items():
         if not isinstance(shard, str):
-            raise ValueError(f"{index}: weight_map maps {weight!r} to {reprlib.repr(shard)}; expected a shard "
+            raise UserError(f"{index}: weight_map maps {weight!r} to {reprlib.repr(shard)}; expected a shard "
                              "file name")
         if shard not in shards:
             shards.append(shard)
@@ -127,17 +129,17 @@ def load_tensors(file: Path) -> dict[str, Tensor]:
         try:
             return load_file(file)
         except Exception as e:  # safetensors' SafetensorError, or an OSError of the read
-            raise ValueError(f"{file} is not a valid safetensors file ({_first_line(e)})") from None
+            raise UserError(f"{file} is not a valid safetensors file ({_first_line(e)})") from None
     try:
         tensors = torch.load(file, map_location="cpu", weights_only=True)
     except Exception as e:  # UnpicklingError (objects or code, refused and never run; or garbage), RuntimeError
         reason = _torch_reason(e)
         if "unsupported global" in reason.lower():
-            raise ValueError(f"{file} holds pickled objects or code beside its tensors, which are not loaded "
+            raise UserError(f"{file} holds pickled objects or code beside its tensors, which are not loaded "
                              f"({reason}); use its model.safetensors instead") from None
-        raise ValueError(f"{file} is not a valid weights file ({reason})") from None
+        raise UserError(f"{file} is not a valid weights file ({reason})") from None
     if not isinstance(tensors, dict) or not all(isinstance(v, Tensor) for v in tensors.values()):
-        raise ValueError(f"{file} holds a {type(tensors).__name__}, not a mapping of weight names to tensors")
+        raise UserError(f"{file} holds a {type(tensors).__name__}, not a mapping of weight names to tensors")
     return tensors
 
 

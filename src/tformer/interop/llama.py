@@ -10,6 +10,7 @@ from __future__ import annotations
 from torch import Tensor
 
 from tformer.config import DropoutConfig, GPTConfig, InitConfig, NormConfig, PositionConfig
+from tformer.errors import UserError
 from tformer.interop.common import Weights, activation_from_hf, first_id, linear, require, unmet
 
 MODEL_TYPE = "llama"
@@ -33,7 +34,7 @@ def _rope(d: dict) -> float:
     rope = d.get("rope_parameters") or d.get("rope_scaling") or {}
     kind = rope.get("rope_type", rope.get("type", "default"))
     if kind != "default":
-        raise ValueError(f"llama config rope_type={kind!r} has no equivalent here; supported: 'default'")
+        raise UserError(f"llama config rope_type={kind!r} has no equivalent here; supported: 'default'")
     return float(rope.get("rope_theta", d.get("rope_theta", 10000.0)))
 
 
@@ -41,7 +42,7 @@ def config_from_hf(d: dict) -> GPTConfig:
     require(d, "pretraining_tp", (1, None), 1)
     bias = d.get("attention_bias", False)
     if d.get("mlp_bias", False) != bias:
-        raise ValueError(f"llama config mlp_bias={d.get('mlp_bias', False)} != attention_bias={bias}; "
+        raise UserError(f"llama config mlp_bias={d.get('mlp_bias', False)} != attention_bias={bias}; "
                          "our one `bias` covers every projection")
     d_model, n_heads = d.get("hidden_size", 4096), d.get("num_attention_heads", 32)
     return GPTConfig(

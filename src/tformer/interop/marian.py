@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from tformer.config import DropoutConfig, InitConfig, NormConfig, PositionConfig, Seq2SeqConfig
+from tformer.errors import UserError
 from tformer.interop.common import ACTIVATIONS_TO_HF, Weights, activation_from_hf, first_id, linear, unmet
 
 MODEL_TYPE = "marian"
@@ -51,7 +52,7 @@ def config_from_hf(d: dict) -> Seq2SeqConfig:
     for ours, encoder, decoder in (("d_ff", "encoder_ffn_dim", "decoder_ffn_dim"),
                                    ("n_heads", "encoder_attention_heads", "decoder_attention_heads")):
         if d.get(encoder) != d.get(decoder):
-            raise ValueError(f"{d.get('model_type', MODEL_TYPE)} config {encoder}={d.get(encoder)} != "
+            raise UserError(f"{d.get('model_type', MODEL_TYPE)} config {encoder}={d.get(encoder)} != "
                              f"{decoder}={d.get(decoder)}; our encoder and decoder share one {ours}")
     shared = d.get("share_encoder_decoder_embeddings", True)
     vocab = d.get("vocab_size", 58101)

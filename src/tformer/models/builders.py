@@ -16,6 +16,7 @@ from typing import NamedTuple
 from torch import nn
 
 from tformer.config import AttentionConfig, NormConfig, TransformerConfig
+from tformer.errors import UserError
 from tformer.models.stacks import Stack
 from tformer.nn.attention import Attention
 from tformer.nn.embeddings import Embeddings
@@ -48,7 +49,7 @@ KERNELS: dict[str, Callable[[AttentionConfig, int], Kernel]] = {
 def build_kernel(config: AttentionConfig, *, max_len: int) -> Kernel:
     """The kernel for `config.kind` (every kind but "ssm", which is not attention)."""
     if config.kind not in KERNELS:
-        raise ValueError(f"attention.kind={config.kind!r} is not an attention kernel; "
+        raise UserError(f"attention.kind={config.kind!r} is not an attention kernel; "
                          f"choose one of {', '.join(KERNELS)}")
     return KERNELS[config.kind](config, max_len)
 

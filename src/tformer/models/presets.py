@@ -12,6 +12,7 @@ import copy
 from torch import nn
 
 from tformer.config import FAMILIES, TransformerConfig, family_of, from_dict
+from tformer.errors import UserError
 from tformer.models import GPT, BertForPretraining, EncoderDecoder
 
 PRESETS: dict[str, tuple[str, dict]] = {
@@ -40,7 +41,7 @@ PRESETS: dict[str, tuple[str, dict]] = {
 def preset(name: str, overrides: dict | None = None) -> TransformerConfig:
     """The config of preset `name`, with `overrides` (nested dicts) merged over it."""
     if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+        raise UserError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
     family, values = PRESETS[name]
     merged = merge(copy.deepcopy(values), overrides or {})
     return from_dict(FAMILIES[family], merged)

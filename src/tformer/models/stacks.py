@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from tformer.errors import UserError
 from tformer.nn.kv_cache import LayerCache, StaticKV
 from tformer.nn.layers import DecoderLayer
 
@@ -24,7 +25,7 @@ class Stack(nn.Module):
 
     def forward(self, x: Tensor, *args: Tensor, caches: list[LayerCache] | None = None, **kw: object) -> Tensor:
         if x.shape[1] > self.max_len:
-            raise ValueError(f"sequence length {x.shape[1]} is longer than the context max_len={self.max_len}")
+            raise UserError(f"sequence length {x.shape[1]} is longer than the context max_len={self.max_len}")
         for i, layer in enumerate(self.layers):
             x = layer(x, *args, cache=None if caches is None else caches[i], **kw)
         return self.final_norm(x)

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from tformer.errors import UserError
 from tformer.nn.kernels.base import Kernel
 from tformer.nn.kernels.exact import ExactAttention
 from tformer.nn.kv_cache import MixerState, StaticKV
@@ -42,7 +43,7 @@ class Attention(nn.Module):
         super().__init__()
         self.kernel = kernel if kernel is not None else ExactAttention(fused=True)
         if self.kernel.shared_qk and n_kv_heads != n_heads:
-            raise ValueError(f"shared query/key attention needs n_kv_heads={n_kv_heads} equal to n_heads={n_heads}")
+            raise UserError(f"shared query/key attention needs n_kv_heads={n_kv_heads} equal to n_heads={n_heads}")
         self.n_heads, self.n_kv_heads, self.head_dim = n_heads, n_kv_heads, head_dim
         self.q_proj = nn.Linear(d_model, n_heads * head_dim, bias=bias)
         self.k_proj = None if self.kernel.shared_qk else nn.Linear(d_model, n_kv_heads * head_dim, bias=bias)
@@ -95,7 +96,7 @@ class Attention(nn.Module):
         kernel = self.kernel
         if self.record_weights:
             if not kernel.exact:
-                raise ValueError(f"attention weights can be recorded only for exact attention, not {kernel}")
+                raise UserError(f"attention weights can be recorded only for exact attention, not {kernel}")
             kernel = _REFERENCE
         if isinstance(cache, StaticKV):
             if cache.k is None:

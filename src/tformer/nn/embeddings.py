@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from tformer.errors import UserError
+
 
 class Embeddings(nn.Module):
     """tokens * scale + positions (+ segments), then an optional norm, then dropout."""
@@ -27,11 +29,11 @@ class Embeddings(nn.Module):
         checked = not torch.compiler.is_compiling()  # data-dependent checks would split a compiled graph
         if checked and ids.numel() and (int(ids.max()) >= vocab or int(ids.min()) < 0):
             bad = int(ids.max()) if int(ids.max()) >= vocab else int(ids.min())
-            raise ValueError(f"token id {bad} is out of range; the vocabulary has ids 0..{vocab - 1}")
+            raise UserError(f"token id {bad} is out of range; the vocabulary has ids 0..{vocab - 1}")
         x = self.tokens(ids) * self.scale  # (B, T, d)
         if self.positions is not None:
             if checked and int(positions.max()) >= self.positions.max_len:
-                raise ValueError(f"position {int(positions.max())} is beyond the position table "
+                raise UserError(f"position {int(positions.max())} is beyond the position table "
                                  f"(max_len={self.positions.max_len})")
             x = x + self.positions(positions)
         if self.segments is not None:

@@ -18,6 +18,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from tformer.errors import UserError
+
 
 def sinusoid_table(n: int, d: int, *, layout: str = "interleaved") -> Tensor:
     """(n, d) table. "interleaved" is the paper's (sin on even dims, cos on odd); "split" puts all sines in
@@ -65,7 +67,7 @@ class Rotary(nn.Module):
     def __init__(self, *, max_len: int, head_dim: int, theta: float = 10000.0) -> None:
         super().__init__()
         if head_dim % 2:
-            raise ValueError(f"head_dim={head_dim} must be even for RoPE")
+            raise UserError(f"head_dim={head_dim} must be even for RoPE")
         self.max_len = max_len
         inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (D/2,)
         angle = torch.arange(max_len, dtype=torch.float64)[:, None] * inv_freq  # (n, D/2)

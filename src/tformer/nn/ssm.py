@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from tformer.errors import UserError
 from tformer.nn.kernels.base import key_valid
 
 
@@ -176,7 +177,7 @@ class SSMMixer(nn.Module):
                   device: torch.device | str | None = None) -> SSMState:
         """A zero state; `max_len` is accepted for the KVCache interface and unused (the state is constant)."""
         if self.bidirectional:
-            raise ValueError("a bidirectional SSM mixer has no cache: it reads the whole sequence at once")
+            raise UserError("a bidirectional SSM mixer has no cache: it reads the whole sequence at once")
         return self.forward_ssm.initial_state(batch=batch, dtype=dtype, device=device)
 
     def _check(self, context: Tensor | None, causal: bool, cache: SSMState | None) -> None:

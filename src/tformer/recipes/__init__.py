@@ -17,6 +17,8 @@ import os
 import sys
 from pathlib import Path
 
+from tformer.errors import UserError
+
 HERE = Path(__file__).resolve().parent
 SUFFIX = ".yaml"
 
@@ -36,7 +38,7 @@ def summary(name: str) -> str:
 def path(name: str) -> Path:
     stem = name.removesuffix(SUFFIX)
     if stem not in names():
-        raise ValueError(f"no shipped recipe named {name!r}; known: {', '.join(names())}")
+        raise UserError(f"no shipped recipe named {name!r}; known: {', '.join(names())}")
     return HERE / f"{stem}{SUFFIX}"
 
 
@@ -48,7 +50,7 @@ def resolve(arg: str | os.PathLike) -> Path:
         return given
     stem = given.name.removesuffix(SUFFIX)
     if stem not in names():
-        raise ValueError(f"{str(arg)!r} is neither a recipe file nor a shipped recipe; shipped recipes: "
+        raise UserError(f"{str(arg)!r} is neither a recipe file nor a shipped recipe; shipped recipes: "
                          f"{', '.join(names())} (tformer recipes list)")
     return HERE / f"{stem}{SUFFIX}"
 
@@ -69,17 +71,17 @@ def copy(name: str, dest: str | os.PathLike, *, overwrite: bool = False) -> Path
         sys.stdout.flush()
         return None
     if not dest.strip():
-        raise ValueError(f"DEST {dest!r} is empty; give a file to write, a folder, or - for standard output")
+        raise UserError(f"DEST {dest!r} is empty; give a file to write, a folder, or - for standard output")
     target = Path(dest)
     if dest.endswith(("/", os.sep)) and not target.is_dir():
-        raise ValueError(f"cannot write into {dest}: no such folder; create it, or give a file name")
+        raise UserError(f"cannot write into {dest}: no such folder; create it, or give a file name")
     if target.is_dir():
         target = target / source.name
     if (target.exists() or target.is_symlink()) and not overwrite:
-        raise ValueError(f"{target} already exists; add --overwrite to replace it")
+        raise UserError(f"{target} already exists; add --overwrite to replace it")
     written = Path(os.path.realpath(target)) if target.is_symlink() else target
     if not is_special_file(target) and not written.parent.is_dir():
-        raise ValueError(f"cannot write {target}: folder {written.parent} does not exist")
+        raise UserError(f"cannot write {target}: folder {written.parent} does not exist")
     write_output(target, text)
     return target
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
@@ -31,6 +32,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException
 
+from tformer.errors import UserError
 from tformer.serve import page
 from tformer.serve.batching import Job, MicroBatcher, Sleep
 from tformer.serve.requests import AttentionBody, ClassifyBody, GenerateBody, ScoreBody, TranslateBody, read_body
@@ -44,6 +46,8 @@ from tformer.serve.service import (
     prepare_translate,
 )
 from tformer.serve.work import run_batch
+
+LOG = logging.getLogger("tformer.serve")
 
 
 def create_app(service: Service, *, sleep: Sleep = asyncio.sleep) -> FastAPI:
@@ -77,8 +81,8 @@ def create_app(service: Service, *, sleep: Sleep = asyncio.sleep) -> FastAPI:
             return await batcher.submit(job)
         except InputError:
             raise
-        except ValueError as e:  # the library refused the input after all
-            raise InputError(str(e).strip().splitlines()[0] or type(e).__name__) from None
+        except UserError as e:  # the library refused the input after all
+            raise InputError(error_message(e)) from None
 
     @app.get("/health")
     async def health() -> dict[str, str]:
@@ -142,7 +146,7 @@ def stream_generation(prepare: Callable[[Callable[[str], None]], Job],
             if task.exception() is None:
                 yield sse("done", task.result())
             else:
-                yield sse("error", {"error": error_message(task.exception())})
+                yield sse("error", {"error": refusal(task.exception())})
         finally:
             task.cancel()  # a client that left: its row still decodes, its answer is dropped
 
@@ -155,6 +159,15 @@ def sse(event: str, data: dict[str, Any]) -> str:
 
 def error_message(e: BaseException) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0]
+
+
+def refusal(e: BaseException) -> str:
+    """The one line a client reads: the user's error as it is; a fault of the server named as one, with its
+    traceback in the server's log."""
+    if isinstance(e, UserError):
+        return error_message(e)
+    LOG.error("internal error", exc_info=e)
+    return f"internal error ({type(e).__name__}: {error_message(e)})"
 
 
 def add_error_handlers(app: FastAPI, service: Service) -> None:
@@ -179,7 +192,7 @@ def add_error_handlers(app: FastAPI, service: Service) -> None:
 
     @app.exception_handler(Exception)
     async def fault(request: Request, e: Exception) -> JSONResponse:
-        return JSONResponse({"error": f"internal error ({type(e).__name__}: {error_message(e)})"}, status_code=500)
+        return JSONResponse({"error": refusal(e)}, status_code=500)
 
 
 __all__ = ["create_app", "sse", "stream_generation"]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tformer.errors import UserError
+
 MAX_BATCH_CAP = 1024  # sentences in one decoding batch: far above what one process decodes at once usefully
 
 
@@ -23,15 +25,15 @@ class Limits:
         for name in ("max_chars", "max_new_tokens", "max_batch"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"--{name.replace('_', '-')}={value} must be a positive integer")
+                raise UserError(f"--{name.replace('_', '-')}={value} must be a positive integer")
         if self.max_tokens is not None and (isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int)
                                             or self.max_tokens < 1):
-            raise ValueError(f"--max-tokens={self.max_tokens} must be a positive integer (or left out: the model's "
+            raise UserError(f"--max-tokens={self.max_tokens} must be a positive integer (or left out: the model's "
                              "context)")
         if self.max_batch > MAX_BATCH_CAP:
-            raise ValueError(f"--max-batch={self.max_batch} is more than {MAX_BATCH_CAP}; give 1 to {MAX_BATCH_CAP}")
+            raise UserError(f"--max-batch={self.max_batch} is more than {MAX_BATCH_CAP}; give 1 to {MAX_BATCH_CAP}")
         if not 0 <= self.batch_wait_ms <= 10_000:  # also refuses nan
-            raise ValueError(f"--batch-wait-ms={self.batch_wait_ms} must be in [0, 10000]")
+            raise UserError(f"--batch-wait-ms={self.batch_wait_ms} must be in [0, 10000]")
 
     @property
     def max_body_bytes(self) -> int:

@@ -13,6 +13,8 @@ from types import TracebackType
 import uvicorn
 from fastapi import FastAPI
 
+from tformer.errors import UserError
+
 
 def bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket on (host, port); port 0: a free one. A ValueError naming what is wrong."""
@@ -23,7 +25,7 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as e:
         sock.close()
-        raise ValueError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+        raise UserError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
     sock.listen(2048)
     return sock
 

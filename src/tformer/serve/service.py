@@ -18,6 +18,7 @@ from torch import nn
 
 from tformer.config import TransformerConfig, family_of
 from tformer.decoding.sampling import check_sampling
+from tformer.errors import UserError
 from tformer.inference import (
     DecodeConfig,
     Loaded,
@@ -47,7 +48,7 @@ ENDPOINTS = {"seq2seq": ("translate",), "gpt": ("generate", "score"), "bert clas
              "bert": ()}
 
 
-class InputError(ValueError):
+class InputError(UserError):
     """A request the server refuses: `status` is the HTTP status (422: a bad value; 404: an endpoint this
     model does not have), the message one line naming the value and what is allowed."""
 
@@ -255,10 +256,10 @@ def prepare_attention(service: Service, *, text: str, target: str | None) -> Job
 
 
 def _library_check(check: Callable[[], Any]) -> Any:
-    """What `check()` returns; its ValueError (a library check's one-line refusal) as an InputError."""
+    """What `check()` returns; its UserError (a library check's one-line refusal) as an InputError."""
     try:
         return check()
-    except ValueError as e:
+    except UserError as e:
         raise InputError(str(e).strip().splitlines()[0]) from None
 
 

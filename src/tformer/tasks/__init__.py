@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tformer.configio import apply_overrides, from_dict, read_yaml
+from tformer.errors import UserError
 from tformer.recipes import resolve
 from tformer.tasks.base import ModelSpec, run_task
 from tformer.tasks.bert import PretrainRecipe, train_bert
@@ -31,11 +32,11 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -
     path = resolve(path)
     data = read_yaml(path, what=f"config file {path}")
     if data is None:  # an empty recipe would silently train the defaults
-        raise ValueError(f"config file {path} is empty; expected a recipe: a mapping of task, data, model, train")
+        raise UserError(f"config file {path} is empty; expected a recipe: a mapping of task, data, model, train")
     apply_overrides(data, overrides)
     task = data.get("task", "translation")
     if not isinstance(task, str) or task not in TASKS:
-        raise ValueError(f"task={task!r} is not one of {', '.join(TASKS)}")
+        raise UserError(f"task={task!r} is not one of {', '.join(TASKS)}")
     return from_dict(TASKS[task][0], data)
 
 

@@ -20,6 +20,7 @@ from torch import Tensor, nn
 from tformer.config import TransformerConfig
 from tformer.configio import check_choice, dump_yaml, flat_keys, parse_yaml, read_yaml, shown, to_dict
 from tformer.data.device import device_of, to_device
+from tformer.errors import UserError
 from tformer.models.calc import model_summary
 from tformer.tokenization import load_tokenizer
 from tformer.training.checkpoint import tokenizer_dir
@@ -44,7 +45,7 @@ def check_recipe(recipe: Any) -> None:
     a directory (an empty one would train into the current directory), and a `train.best_metric` among the
     metrics the task's evaluation reports (the recipe class's METRICS), else no `best` is ever chosen."""
     if not isinstance(recipe.out_dir, str) or not recipe.out_dir.strip():
-        raise ValueError(f"out_dir={shown(recipe.out_dir)} must name a directory for the run (e.g. "
+        raise UserError(f"out_dir={shown(recipe.out_dir)} must name a directory for the run (e.g. "
                          f"runs/{recipe.task}); use . for the current directory")
     check_choice("train.best_metric", recipe.train.best_metric, type(recipe).METRICS)
 
@@ -73,7 +74,7 @@ def check_resumed_recipe(out_dir: Path, recipe: Any) -> None:
     changed = [key for key in sorted(saved.keys() & now.keys()) if saved[key] != now[key] and not _may_change(key)]
     if changed:
         what = "; ".join(f"{key} {shown(saved[key])} -> {shown(now[key])}" for key in changed)
-        raise ValueError(f"cannot resume {out_dir / 'last'} with a changed recipe ({what}): a resumed run trains as "
+        raise UserError(f"cannot resume {out_dir / 'last'} with a changed recipe ({what}): a resumed run trains as "
                          f"{path} says; only when it stops, logs, evaluates and saves may change; start a new "
                          "out_dir for the new settings")
 
@@ -137,7 +138,7 @@ def resumed_tokenizer(out_dir: Path) -> Any:
     """The tokenizer saved in OUT_DIR/last: a resumed run must encode text as the run it continues did."""
     directory = tokenizer_dir(out_dir / "last")
     if directory is None:
-        raise ValueError(f"cannot resume: no checkpoint with a tokenizer at {out_dir / 'last'} "
+        raise UserError(f"cannot resume: no checkpoint with a tokenizer at {out_dir / 'last'} "
                          "(train without --resume to start afresh)")
     return load_tokenizer(directory)
 

@@ -33,6 +33,7 @@ from tformer.data.device import device_of, to_device
 from tformer.data.mlm import IGNORE, mask_tokens
 from tformer.data.nsp import collate_pairs, length_batches, make_pairs
 from tformer.data.text import load_text_corpus, read_texts
+from tformer.errors import UserError
 from tformer.models.bert import BertForPretraining
 from tformer.models.presets import preset
 from tformer.tasks.base import ModelSpec, Setup, check_recipe, run_task
@@ -63,16 +64,16 @@ class PretrainDataConfig:
         check_finite(self, where="data.")
         bad = [c for c in self.corpora if c not in CORPORA]
         if bad or not self.corpora:
-            raise ValueError(f"data.corpora={self.corpora!r}: each must be one of {', '.join(CORPORA)}")
+            raise UserError(f"data.corpora={self.corpora!r}: each must be one of {', '.join(CORPORA)}")
         if "files" in self.corpora and not (self.paths and self.valid_paths):
-            raise ValueError("data.corpora with 'files' needs data.paths and data.valid_paths")
+            raise UserError("data.corpora with 'files' needs data.paths and data.valid_paths")
         for name in ("vocab_size", "batch_size", "eval_pairs"):
             if getattr(self, name) < 1:
-                raise ValueError(f"data.{name}={getattr(self, name)} must be a positive integer")
+                raise UserError(f"data.{name}={getattr(self, name)} must be a positive integer")
         if self.max_len < 5:
-            raise ValueError(f"data.max_len={self.max_len} must be at least 5 ([CLS] A [SEP] B [SEP])")
+            raise UserError(f"data.max_len={self.max_len} must be at least 5 ([CLS] A [SEP] B [SEP])")
         if not 0.0 < self.mask_prob < 1.0:
-            raise ValueError(f"data.mask_prob={self.mask_prob} must be in (0, 1)")
+            raise UserError(f"data.mask_prob={self.mask_prob} must be in (0, 1)")
 
 
 def _pretrain_train_config() -> TrainConfig:
@@ -209,9 +210,9 @@ def model_config(recipe: PretrainRecipe, tokenizer: WordPieceTokenizer) -> BertC
         overrides["max_len"] = recipe.data.max_len
     config = preset(recipe.model.preset, overrides)
     if not isinstance(config, BertConfig):
-        raise ValueError(f"model.preset={recipe.model.preset!r} is not a BERT; pretraining needs an encoder")
+        raise UserError(f"model.preset={recipe.model.preset!r} is not a BERT; pretraining needs an encoder")
     if config.max_len < recipe.data.max_len:
-        raise ValueError(f"model max_len={config.max_len} is below data.max_len={recipe.data.max_len}")
+        raise UserError(f"model max_len={config.max_len} is below data.max_len={recipe.data.max_len}")
     return config
 
 

@@ -32,6 +32,7 @@ from tformer.configio import shown
 from tformer.data.device import device_of, to_device
 from tformer.data.labelled import Labelled, load_bbc_topics, load_sentiment, read_labelled
 from tformer.data.nsp import length_batches
+from tformer.errors import UserError
 from tformer.files import write_atomic
 from tformer.inference.classify import ClassBatch, collate_texts, encode_texts
 from tformer.inference.loaded import load
@@ -61,14 +62,14 @@ class ClassifyDataConfig:
 
     def __post_init__(self) -> None:
         if self.corpus not in CORPORA:
-            raise ValueError(f"data.corpus={self.corpus!r} is not allowed; choose one of {', '.join(CORPORA)}")
+            raise UserError(f"data.corpus={self.corpus!r} is not allowed; choose one of {', '.join(CORPORA)}")
         if self.corpus == "files" and not (self.train and self.valid):
-            raise ValueError("data.corpus='files' needs data.train and data.valid (and data.test to score)")
+            raise UserError("data.corpus='files' needs data.train and data.valid (and data.test to score)")
         for name in ("vocab_size", "batch_size"):
             if getattr(self, name) < 1:
-                raise ValueError(f"data.{name}={getattr(self, name)} must be a positive integer")
+                raise UserError(f"data.{name}={getattr(self, name)} must be a positive integer")
         if self.max_len < 3:
-            raise ValueError(f"data.max_len={self.max_len} must be at least 3 ([CLS] text [SEP])")
+            raise UserError(f"data.max_len={self.max_len} must be at least 3 ([CLS] text [SEP])")
 
 
 @dataclass(kw_only=True)
@@ -105,7 +106,7 @@ def load_split(data: ClassifyDataConfig, split: str, *, names: list[str] | None 
         return load_sentiment(split, archive=data.archive)
     path = {"train": data.train, "validation": data.valid, "test": data.test}[split]
     if path is None:
-        raise ValueError(f"data.{'valid' if split == 'validation' else split} is not set")
+        raise UserError(f"data.{'valid' if split == 'validation' else split} is not set")
     return read_labelled(path, names=names)
 
 
@@ -172,7 +173,7 @@ def pretrained_encoder(path: str | Path) -> tuple[nn.Module, BertConfig, Any]:
         tokenizer = load_tokenizer(path)
         check_vocabulary(tokenizer, config.vocab_size, where=f"model.init_from={str(path)!r}")
     if not isinstance(config, BertConfig) or not hasattr(model, "bert"):
-        raise ValueError(f"model.init_from={str(path)!r} holds a {type(config).__name__}, not a BERT")
+        raise UserError(f"model.init_from={str(path)!r} holds a {type(config).__name__}, not a BERT")
     return model.bert, config, tokenizer
 
 
@@ -192,7 +193,7 @@ def build_classifier(recipe: ClassifyRecipe, train: Labelled, *,
     overrides.setdefault("max_len", recipe.data.max_len)
     config = preset(recipe.model.preset, overrides)
     if not isinstance(config, BertConfig):
-        raise ValueError(f"model.preset={recipe.model.preset!r} is not a BERT; classification needs an encoder")
+        raise UserError(f"model.preset={recipe.model.preset!r} is not a BERT; classification needs an encoder")
     return BertClassifier(config), tokenizer
 
 
@@ -201,7 +202,7 @@ def check_labels(train: Labelled, data: ClassifyDataConfig) -> None:
     answers it (with "accuracy 1.000" on validation data of that label)."""
     if len(train.names) < 2:
         where = f"data.train={data.train}" if data.corpus == "files" else f"data.corpus={data.corpus}"
-        raise ValueError(f"{where} has 1 label ({shown(train.names[0]) if train.names else 'none'}); a classifier "
+        raise UserError(f"{where} has 1 label ({shown(train.names[0]) if train.names else 'none'}); a classifier "
                          "needs training examples of at least 2 labels")
 
 
@@ -215,7 +216,7 @@ def train_classifier(recipe: ClassifyRecipe, *, resume: bool = False, overwrite:
         valid = load_split(recipe.data, "validation", names=train.names)
         model, tokenizer = build_classifier(recipe, train, tokenizer=tokenizer)
         if model.config.max_len < recipe.data.max_len:
-            raise ValueError(f"data.max_len={recipe.data.max_len} exceeds the model's max_len={model.config.max_len}")
+            raise UserError(f"data.max_len={recipe.data.max_len} exceeds the model's max_len={model.config.max_len}")
         return Setup(model, model.config, ClassifyTask(recipe, tokenizer, train, valid), tokenizer)
 
     def finish(state: dict[str, Any], built: Setup) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from tformer.data.text import load_text_corpus, read_texts
 from tformer.decoding import generate
 from tformer.decoding.generate import check_max_new_tokens
 from tformer.decoding.sampling import check_sampling
+from tformer.errors import UserError
 from tformer.files import write_atomic
 from tformer.models.presets import build_model, preset
 from tformer.tasks.base import ModelSpec, Setup, check_recipe, run_task, token_loss, token_nll
@@ -71,16 +72,16 @@ class LMDataConfig:
 
     def __post_init__(self) -> None:
         if self.corpus not in CORPORA:
-            raise ValueError(f"data.corpus={self.corpus!r} is not allowed; choose one of {', '.join(CORPORA)}")
+            raise UserError(f"data.corpus={self.corpus!r} is not allowed; choose one of {', '.join(CORPORA)}")
         if self.corpus == "files" and not (self.paths and self.valid_paths):
-            raise ValueError("data.corpus='files' needs data.paths and data.valid_paths (.txt, directories, .jsonl)")
+            raise UserError("data.corpus='files' needs data.paths and data.valid_paths (.txt, directories, .jsonl)")
         if self.tokenizer not in TOKENIZERS:
-            raise ValueError(f"data.tokenizer={self.tokenizer!r} is not allowed; choose one of {', '.join(TOKENIZERS)}")
+            raise UserError(f"data.tokenizer={self.tokenizer!r} is not allowed; choose one of {', '.join(TOKENIZERS)}")
         for name in ("vocab_size", "block_size", "batch_size"):
             if getattr(self, name) < 1:
-                raise ValueError(f"data.{name}={getattr(self, name)} must be a positive integer")
+                raise UserError(f"data.{name}={getattr(self, name)} must be a positive integer")
         if self.eval_tokens is not None and self.eval_tokens < 1:
-            raise ValueError(f"data.eval_tokens={self.eval_tokens} must be a positive integer or null")
+            raise UserError(f"data.eval_tokens={self.eval_tokens} must be a positive integer or null")
 
 
 @dataclass(kw_only=True)
@@ -97,7 +98,7 @@ class SampleConfig:
             check_max_new_tokens(self.max_new_tokens)
             check_sampling(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)
         except ValueError as e:
-            raise ValueError(f"sample.{e}") from None
+            raise UserError(f"sample.{e}") from None
 
 
 def _lm_train_config() -> TrainConfig:
@@ -125,12 +126,12 @@ class LMRecipe:
 def load_split(data: LMDataConfig, split: str) -> list[str]:
     """The documents of one split."""
     if split not in SPLITS:
-        raise ValueError(f"split {split!r} is not one of {', '.join(SPLITS)}")
+        raise UserError(f"split {split!r} is not one of {', '.join(SPLITS)}")
     if data.corpus != "files":
         return load_text_corpus(data.corpus, "validation" if split == "valid" else split)
     paths = {"train": data.paths, "valid": data.valid_paths, "test": data.test_paths}[split]
     if not paths:
-        raise ValueError(f"data.{'paths' if split == 'train' else split + '_paths'} is not set")
+        raise UserError(f"data.{'paths' if split == 'train' else split + '_paths'} is not set")
     return read_texts(paths)
 
 
@@ -195,7 +196,7 @@ class LMTask:
         self.recipe, self.tokenizer, data = recipe, tokenizer, recipe.data
         self.stream = token_stream(load_split(data, "train") if train_docs is None else train_docs, tokenizer)
         if len(self.stream) < data.block_size + 1:
-            raise ValueError(f"the training text has {len(self.stream)} tokens; data.block_size="
+            raise UserError(f"the training text has {len(self.stream)} tokens; data.block_size="
                              f"{data.block_size} needs at least {data.block_size + 1}")
         docs = self._eval_docs(load_split(data, "valid") if valid_docs is None else valid_docs)
         self.valid_chars = sum(len(d) for d in docs) + len(docs)  # each document's </s> counts as one
@@ -266,11 +267,11 @@ def model_config(recipe: LMRecipe, tokenizer: Any) -> GPTConfig:
     overrides = {**recipe.model.overrides, **ids}
     config = preset(recipe.model.preset, overrides)
     if not isinstance(config, GPTConfig):
-        raise ValueError(f"model.preset={recipe.model.preset!r} is not decoder-only; language modelling needs a GPT")
+        raise UserError(f"model.preset={recipe.model.preset!r} is not decoder-only; language modelling needs a GPT")
     block = recipe.data.block_size
     if config.max_len < block:
         if "max_len" in recipe.model.overrides:
-            raise ValueError(f"model.overrides.max_len={config.max_len} is below data.block_size={block}")
+            raise UserError(f"model.overrides.max_len={config.max_len} is below data.block_size={block}")
         config = preset(recipe.model.preset, {**overrides, "max_len": block})
     return config
 

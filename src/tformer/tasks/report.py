@@ -19,6 +19,7 @@ from torch import nn
 
 from tformer.config import GPTConfig, Seq2SeqConfig
 from tformer.decoding import generate_greedy
+from tformer.errors import UserError
 from tformer.inference import DecodeConfig, load, translate
 from tformer.tasks import load_recipe
 from tformer.tasks.translation import TranslationRecipe, load_split
@@ -118,10 +119,10 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
     atomically, a symbolic link's target or a FIFO in place); returns the path."""
     run = Path(run_dir)
     if not run.is_dir():
-        raise ValueError(f"run directory {run} does not exist")
+        raise UserError(f"run directory {run} does not exist")
     path = Path(out) if out is not None else run / "report.html"
     if path.suffix.lower() not in (".html", ".htm"):
-        raise ValueError(f"output file {path} has suffix {path.suffix or '(none)'!r}; use .html")
+        raise UserError(f"output file {path} has suffix {path.suffix or '(none)'!r}; use .html")
     return write_file(path, build_report(run).encode("utf-8"))
 
 

@@ -21,6 +21,7 @@ from tformer.configio import from_dict, read_yaml
 from tformer.data import collate, limit_lengths, load_bible, read_parallel
 from tformer.data.batching import Batch, TokenBatchSampler
 from tformer.data.lines import format_lines
+from tformer.errors import UserError
 from tformer.evaluation import Scores, score_corpus
 from tformer.files import write_atomic
 from tformer.inference.loaded import check_kind, load
@@ -51,16 +52,16 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         if self.corpus not in ("bible", "files"):
-            raise ValueError(f"data.corpus={self.corpus!r} is not allowed; choose bible or files")
+            raise UserError(f"data.corpus={self.corpus!r} is not allowed; choose bible or files")
         if self.more_sources and self.corpus != "bible":
-            raise ValueError(f"data.more_sources={self.more_sources!r} needs data.corpus='bible'")
+            raise UserError(f"data.more_sources={self.more_sources!r} needs data.corpus='bible'")
         if self.corpus == "files" and not (self.train and self.valid):
-            raise ValueError("data.corpus='files' needs data.train and data.valid (paths to .tsv, .jsonl or 'a,b')")
+            raise UserError("data.corpus='files' needs data.train and data.valid (paths to .tsv, .jsonl or 'a,b')")
         for name in ("vocab_size", "max_len", "max_tokens", "bleu_sentences"):
             if getattr(self, name) < 1:
-                raise ValueError(f"data.{name}={getattr(self, name)} must be a positive integer")
+                raise UserError(f"data.{name}={getattr(self, name)} must be a positive integer")
         if self.curriculum_epochs < 0:
-            raise ValueError(f"data.curriculum_epochs={self.curriculum_epochs} must be >= 0 (0: no curriculum)")
+            raise UserError(f"data.curriculum_epochs={self.curriculum_epochs} must be >= 0 (0: no curriculum)")
 
 
 @dataclass(kw_only=True)
@@ -81,14 +82,14 @@ class TranslationRecipe:
 def load_split(data: DataConfig, split: str) -> list[tuple[str, str]]:
     """(source, target) pairs of one split."""
     if split not in SPLITS:
-        raise ValueError(f"split {split!r} is not one of {', '.join(SPLITS)}")
+        raise UserError(f"split {split!r} is not one of {', '.join(SPLITS)}")
     if data.corpus == "bible":
         if split != "train":
             return load_bible("validation" if split == "valid" else split, src=data.src, tgt=data.tgt)
         return load_bible("train", src=data.src, tgt=data.tgt, more_sources=tuple(data.more_sources))
     spec = getattr(data, split)
     if spec is None:
-        raise ValueError(f"data.{split} is not set; give a .tsv, .jsonl or 'src_file,tgt_file' path")
+        raise UserError(f"data.{split} is not set; give a .tsv, .jsonl or 'src_file,tgt_file' path")
     return read_parallel(spec.split(",") if "," in spec else spec)
 
 
@@ -164,7 +165,7 @@ def model_config(recipe: TranslationRecipe, tokenizer: BPETokenizer) -> Seq2SeqC
                eos_id=tokenizer.eos_id)
     config = preset(recipe.model.preset, {**recipe.model.overrides, **ids})
     if not isinstance(config, Seq2SeqConfig):
-        raise ValueError(f"model.preset={recipe.model.preset!r} is not an encoder-decoder; translation needs one")
+        raise UserError(f"model.preset={recipe.model.preset!r} is not an encoder-decoder; translation needs one")
     return config
 
 
@@ -177,13 +178,13 @@ def run_recipe(checkpoint: str | Path, *, command: str = "translate",
     path = Path(checkpoint).resolve().parent / "recipe.yaml"
     if not path.is_file():
         if required:
-            raise ValueError(f"no recipe.yaml beside {checkpoint}; {command} needs the run directory's data settings")
+            raise UserError(f"no recipe.yaml beside {checkpoint}; {command} needs the run directory's data settings")
         return None
     try:
         return from_dict(TranslationRecipe, read_yaml(path, what="the file") or {})
     except (ValueError, TypeError) as e:
         reason = " ".join(str(e).split()) or type(e).__name__
-        raise ValueError(f"{path} (the run's recipe beside the checkpoint) is not a valid recipe: {reason}") from None
+        raise UserError(f"{path} (the run's recipe beside the checkpoint) is not a valid recipe: {reason}") from None
 
 
 def evaluate_checkpoint(checkpoint: str | Path, data: DataConfig, split: str, decode: DecodeConfig, *,

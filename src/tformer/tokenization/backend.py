@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from tokenizers import Tokenizer as Backend
 
+from tformer.errors import UserError
 from tformer.manifest import verify_tokenizer_file
 
 FILENAME = "tokenizer.json"
@@ -67,7 +68,7 @@ class BackendTokenizer:
         try:
             return cls(backend)
         except ValueError as e:  # the special tokens of another kind of tokenizer
-            raise ValueError(f"{path}: {e}") from None
+            raise UserError(f"{path}: {e}") from None
 
 
 def read_backend(path: Path) -> Backend:
@@ -79,7 +80,7 @@ def read_backend(path: Path) -> Backend:
     except BaseException as e:  # tokenizers raises a bare Exception, or a PanicException, for a malformed file
         if not isinstance(e, Exception) and type(e).__name__ != "PanicException":
             raise  # KeyboardInterrupt, SystemExit
-        raise ValueError(f"{path}: not a valid tokenizer file ({' '.join(str(e).split())[:200]})") from None
+        raise UserError(f"{path}: not a valid tokenizer file ({' '.join(str(e).split())[:200]})") from None
 
 
 def check_special_ids(backend: Backend, tokens: Sequence[str]) -> None:
@@ -87,4 +88,4 @@ def check_special_ids(backend: Backend, tokens: Sequence[str]) -> None:
     for expected, token in enumerate(tokens):
         found = backend.token_to_id(token)
         if found != expected:
-            raise ValueError(f"special token {token} has id {found}, expected {expected}")
+            raise UserError(f"special token {token} has id {found}, expected {expected}")

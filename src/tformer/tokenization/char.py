@@ -16,6 +16,7 @@ import reprlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from tformer.errors import UserError
 from tformer.manifest import verify_tokenizer_file
 from tformer.tokenization.bpe import SPECIAL_TOKENS
 
@@ -30,7 +31,7 @@ class CharTokenizer:
 
     def __init__(self, chars: Sequence[str]) -> None:
         if any(len(c) != 1 for c in chars) or len(set(chars)) != len(chars):
-            raise ValueError("chars must be distinct single characters")
+            raise UserError("chars must be distinct single characters")
         self.chars = list(chars)
         self._ids = {c: i for i, c in enumerate(self.chars, start=len(SPECIAL_TOKENS))}
 
@@ -92,17 +93,17 @@ class CharTokenizer:
         try:
             data = json.loads(path.read_bytes().decode("utf-8"))
         except UnicodeDecodeError as e:
-            raise ValueError(f"{path}: not a character tokenizer file (not UTF-8: byte {e.start})") from None
+            raise UserError(f"{path}: not a character tokenizer file (not UTF-8: byte {e.start})") from None
         except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON ({e.msg})") from None
+            raise UserError(f"{path}: not valid JSON ({e.msg})") from None
         if not isinstance(data, dict) or data.get("kind") != "char" or not isinstance(data.get("chars"), list):
-            raise ValueError(f"{path}: not a character tokenizer (expected kind 'char' and a list of chars)")
+            raise UserError(f"{path}: not a character tokenizer (expected kind 'char' and a list of chars)")
         if data.get("special_tokens", list(SPECIAL_TOKENS)) != list(SPECIAL_TOKENS):
-            raise ValueError(f"{path}: special tokens {reprlib.repr(data['special_tokens'])} differ from "
+            raise UserError(f"{path}: special tokens {reprlib.repr(data['special_tokens'])} differ from "
                              f"{list(SPECIAL_TOKENS)}")
         chars = data["chars"]
         bad = next((c for c in chars if not isinstance(c, str) or len(c) != 1), None)
         if bad is not None or len(set(chars)) != len(chars):
             what = f"{reprlib.repr(bad)} is not one character" if bad is not None else "a character is listed twice"
-            raise ValueError(f"{path}: not a character tokenizer ({what}; chars must be distinct single characters)")
+            raise UserError(f"{path}: not a character tokenizer ({what}; chars must be distinct single characters)")
         return cls(chars)

@@ -15,6 +15,7 @@ from typing import Any
 
 from tokenizers import Tokenizer as Backend
 
+from tformer.errors import UserError
 from tformer.tokenization.backend import FILENAME, BackendTokenizer, read_backend
 from tformer.tokenization.bpe import SPECIAL_TOKENS, BPETokenizer
 from tformer.tokenization.char import FILENAME as CHAR_FILENAME
@@ -73,6 +74,6 @@ def check_vocabulary(tokenizer: Any, vocab_size: int, *, where: str | os.PathLik
     the model's `vocab_size`): the tokenizer belongs to another checkpoint. A smaller one is fine (Hugging
     Face models often pad their embedding tables)."""
     if tokenizer.vocab_size > vocab_size:
-        raise ValueError(f"{where}: the tokenizer has {tokenizer.vocab_size} tokens but the model's "
+        raise UserError(f"{where}: the tokenizer has {tokenizer.vocab_size} tokens but the model's "
                          f"vocab_size={vocab_size}; ids {vocab_size}..{tokenizer.vocab_size - 1} have no embedding, "
                          "so this tokenizer does not belong to this model")

@@ -49,6 +49,7 @@ from tformer.checkpoints import (
 )
 from tformer.config import TransformerConfig, family_of
 from tformer.configio import dump_yaml, to_dict
+from tformer.errors import UserError
 from tformer.files import atomic_directory
 from tformer.ioerrors import writing
 from tformer.manifest import MANIFEST_FILE, verify_checkpoint, write_manifest
@@ -81,9 +82,9 @@ def save_checkpoint(path: str | os.PathLike, *, model: nn.Module, config: Transf
     non-empty directory at `path` that is not a checkpoint (no config.yaml) is refused, never replaced."""
     path = Path(path)
     if path.exists() and not path.is_dir():
-        raise ValueError(f"checkpoint {path}: exists and is not a directory")
+        raise UserError(f"checkpoint {path}: exists and is not a directory")
     if path.is_dir() and any(path.iterdir()) and not (path / CONFIG_FILE).is_file():
-        raise ValueError(f"{path} is a directory of other files, not a checkpoint; a checkpoint replaces only a "
+        raise UserError(f"{path} is a directory of other files, not a checkpoint; a checkpoint replaces only a "
                          "checkpoint: write it to a new or empty directory")
     try:
         with atomic_directory(path, keep_previous_as=keep_previous_as) as tmp:
@@ -92,7 +93,7 @@ def save_checkpoint(path: str | os.PathLike, *, model: nn.Module, config: Transf
     except OSError as e:
         reason = e.strerror or str(e) or errno.errorcode.get(e.errno or 0, type(e).__name__)
         kept = " (the previous one there is kept)" if path.exists() else ""
-        raise ValueError(f"cannot write checkpoint {path}: {reason}{kept}") from None
+        raise UserError(f"cannot write checkpoint {path}: {reason}{kept}") from None
 
 
 def _write_files(directory: Path, *, model: nn.Module, config: TransformerConfig,
@@ -143,7 +144,7 @@ def load_training_state(path: str | os.PathLike, *, optimizer: torch.optim.Optim
     trainer = read_trainer(path)
     for name, obj in (("optimizer", optimizer), ("scheduler", scheduler)):
         if obj is not None and trainer.get(name) is None:
-            raise ValueError(f"checkpoint {path}: {TRAINER_FILE} holds no {name} state")
+            raise UserError(f"checkpoint {path}: {TRAINER_FILE} holds no {name} state")
     if optimizer is not None:
         optimizer.load_state_dict(trainer["optimizer"])
     if scheduler is not None:
@@ -160,7 +161,7 @@ def read_trainer(path: str | os.PathLike) -> dict:
     try:
         return torch.load(file, map_location="cpu", weights_only=True)
     except Exception as e:
-        raise ValueError(f"checkpoint {path}: {TRAINER_FILE} is corrupt ({type(e).__name__})") from None
+        raise UserError(f"checkpoint {path}: {TRAINER_FILE} is corrupt ({type(e).__name__})") from None
 
 
 __all__ = [

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 from tformer.configio import check_finite
+from tformer.errors import UserError
 from tformer.training import distributed as dist
 from tformer.training.optim import OptimConfig
 from tformer.training.schedules import ScheduleConfig
@@ -37,23 +38,23 @@ class TrainConfig:
         for name in ("max_steps", "accum_steps", "eval_every", "log_every", "keep_last", "max_bad_steps"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"train.{name}={value!r} must be a positive integer")
+                raise UserError(f"train.{name}={value!r} must be a positive integer")
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or not 0 <= self.seed < 2**63:
-            raise ValueError(f"train.seed={self.seed!r} must be an integer in [0, 2**63) (torch and numpy seeds)")
+            raise UserError(f"train.seed={self.seed!r} must be an integer in [0, 2**63) (torch and numpy seeds)")
         if self.threads is not None and (not isinstance(self.threads, int) or isinstance(self.threads, bool)
                                          or self.threads < 1):
-            raise ValueError(f"train.threads={self.threads!r} must be a positive integer or null (torch's default)")
+            raise UserError(f"train.threads={self.threads!r} must be a positive integer or null (torch's default)")
         if self.save_every is not None and (not isinstance(self.save_every, int) or self.save_every < 1):
-            raise ValueError(f"train.save_every={self.save_every!r} must be a positive integer or null")
+            raise UserError(f"train.save_every={self.save_every!r} must be a positive integer or null")
         if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(f"train.label_smoothing={self.label_smoothing!r} must be in [0, 1)")
+            raise UserError(f"train.label_smoothing={self.label_smoothing!r} must be in [0, 1)")
         if self.time_budget_min is not None and not self.time_budget_min > 0:
-            raise ValueError(f"train.time_budget_min={self.time_budget_min!r} must be > 0")
+            raise UserError(f"train.time_budget_min={self.time_budget_min!r} must be > 0")
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", str(self.device)):
-            raise ValueError(f"train.device={self.device!r} is not allowed; use auto, cpu, cuda or cuda:N")
+            raise UserError(f"train.device={self.device!r} is not allowed; use auto, cpu, cuda or cuda:N")
         if self.distributed not in dist.STRATEGIES:
             allowed = ", ".join(dist.STRATEGIES)
-            raise ValueError(f"train.distributed={self.distributed!r} is not allowed; choose one of {allowed}")
+            raise UserError(f"train.distributed={self.distributed!r} is not allowed; choose one of {allowed}")
 
 
 __all__ = ["TrainConfig"]

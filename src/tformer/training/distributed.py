@@ -25,6 +25,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from tformer.data.device import device_of
+from tformer.errors import UserError
 
 STRATEGIES = ("ddp", "fsdp")
 
@@ -64,7 +65,7 @@ def setup(model: nn.Module, strategy: str) -> tuple[nn.Module, nn.Module, World]
     if not world.is_distributed:
         return model, model, world
     if strategy not in STRATEGIES:
-        raise ValueError(f"train.distributed={strategy!r} is not allowed; choose one of {', '.join(STRATEGIES)}")
+        raise UserError(f"train.distributed={strategy!r} is not allowed; choose one of {', '.join(STRATEGIES)}")
     device = device_of(model)
     if not dist.is_initialized():
         dist.init_process_group("nccl" if device.type == "cuda" else "gloo")

@@ -14,6 +14,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from tformer.errors import UserError
 from tformer.files import write_atomic
 
 INSTALL = "train.tensorboard=true (--tensorboard) needs the tensorboard package: pip install 'tformer[tb]'"
@@ -22,7 +23,7 @@ INSTALL = "train.tensorboard=true (--tensorboard) needs the tensorboard package:
 def check_tensorboard() -> None:
     """A ValueError saying how to install TensorBoard, unless torch can write its event files here."""
     if importlib.util.find_spec("tensorboard") is None:
-        raise ValueError(INSTALL)
+        raise UserError(INSTALL)
 
 
 class Logger:

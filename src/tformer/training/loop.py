@@ -30,6 +30,7 @@ from tqdm import tqdm
 from tformer.config import TransformerConfig
 from tformer.configio import dump_yaml, to_dict
 from tformer.data.device import device_of, resolve_device, to_device
+from tformer.errors import UserError
 from tformer.files import write_atomic
 from tformer.training import distributed as dist
 from tformer.training.checkpoint import load_weights
@@ -276,7 +277,7 @@ def _report_bad_step(bad_steps: list[int], loss: float, grad_norm: float, train:
         log.write({"step": step, "skipped": what})
         tqdm.write(f"tformer: step {step} skipped: non-finite {what}", file=sys.stderr)
     if len(bad_steps) >= train.max_bad_steps:
-        raise RuntimeError(f"stopping at step {step}: {len(bad_steps)} tries in a row had a non-finite loss or "
+        raise UserError(f"stopping at step {step}: {len(bad_steps)} tries in a row had a non-finite loss or "
                            f"gradient (train.max_bad_steps={train.max_bad_steps}); lower optim.lr or lengthen the "
                            f"warm-up; {_saved(out_dir)}")
 

@@ -23,6 +23,8 @@ from typing import NamedTuple
 import torch.nn.functional as F
 from torch import Tensor
 
+from tformer.errors import UserError
+
 
 class TokenLosses(NamedTuple):
     loss: Tensor  # () label-smoothed cross entropy, summed over counted tokens
@@ -34,7 +36,7 @@ def token_losses(logits: Tensor, targets: Tensor, *, smoothing: float, ignore_in
     """Both sums from one log-softmax: logits (B, T, V) (any leading shape), targets (B, T).
     The log-softmax runs in float32 even for half-precision logits."""
     if not 0.0 <= smoothing < 1.0:
-        raise ValueError(f"smoothing={smoothing!r} must be in [0, 1)")
+        raise UserError(f"smoothing={smoothing!r} must be in [0, 1)")
     lprobs = F.log_softmax(logits.float(), dim=-1)  # (B, T, V)
     counted = targets != ignore_index  # (B, T)
     safe = targets.masked_fill(~counted, 0)  # any valid index; these positions are zeroed below

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from tformer.configio import check_finite
+from tformer.errors import UserError
 
 OPTIMIZERS = ("adam", "adamw")
 
@@ -38,19 +39,19 @@ class OptimConfig:
         check_finite(self, where="optim.")
         if self.name not in OPTIMIZERS:
             allowed = ", ".join(OPTIMIZERS)
-            raise ValueError(f"optim.name={self.name!r} is not allowed; choose one of {allowed}")
+            raise UserError(f"optim.name={self.name!r} is not allowed; choose one of {allowed}")
         if not self.lr > 0:
-            raise ValueError(f"optim.lr={self.lr!r} must be > 0")
+            raise UserError(f"optim.lr={self.lr!r} must be > 0")
         betas = tuple(self.betas)
         if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
-            raise ValueError(f"optim.betas={self.betas!r} must be two numbers in [0, 1)")
+            raise UserError(f"optim.betas={self.betas!r} must be two numbers in [0, 1)")
         self.betas = (float(betas[0]), float(betas[1]))
         if not self.eps > 0:
-            raise ValueError(f"optim.eps={self.eps!r} must be > 0")
+            raise UserError(f"optim.eps={self.eps!r} must be > 0")
         if not self.weight_decay >= 0:
-            raise ValueError(f"optim.weight_decay={self.weight_decay!r} must be >= 0")
+            raise UserError(f"optim.weight_decay={self.weight_decay!r} must be >= 0")
         if self.clip_norm is not None and not self.clip_norm > 0:
-            raise ValueError(f"optim.clip_norm={self.clip_norm!r} must be > 0, or null for no clipping")
+            raise UserError(f"optim.clip_norm={self.clip_norm!r} must be > 0, or null for no clipping")
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:

@@ -13,6 +13,7 @@ from torch import nn
 
 from tformer.config import TransformerConfig
 from tformer.configio import flat_keys, to_dict
+from tformer.errors import UserError
 from tformer.training import distributed as dist
 from tformer.training.checkpoint import load_config, read_trainer, save_checkpoint
 from tformer.training.config import TrainConfig
@@ -57,15 +58,15 @@ def check_resumable(out_dir: Path, config: TransformerConfig) -> None:
     first field that differs (training settings such as max_steps may change; the model may not)."""
     last = out_dir / "last"
     if not last.is_dir():
-        raise ValueError(f"cannot resume: no checkpoint at {last} (train without --resume to start afresh)")
+        raise UserError(f"cannot resume: no checkpoint at {last} (train without --resume to start afresh)")
     saved, _ = load_config(last)
     if type(saved) is not type(config):
-        raise ValueError(f"cannot resume {last}: it holds a {type(saved).__name__}, the recipe builds a "
+        raise UserError(f"cannot resume {last}: it holds a {type(saved).__name__}, the recipe builds a "
                          f"{type(config).__name__}")
     old, new = flat_keys(to_dict(saved)), flat_keys(to_dict(config))
     for key in sorted(old.keys() | new.keys()):
         if old.get(key) != new.get(key):
-            raise ValueError(f"cannot resume {last}: model {key} is {old.get(key)!r} in the checkpoint but "
+            raise UserError(f"cannot resume {last}: model {key} is {old.get(key)!r} in the checkpoint but "
                              f"{new.get(key)!r} in the recipe; keep the model settings, or start a new out_dir")
 
 

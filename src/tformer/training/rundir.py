@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tformer.errors import UserError
 from tformer.manifest import verify_checkpoint
 
 LOCK_FILE = ".lock"
@@ -67,12 +68,12 @@ def check_run_dir(out_dir: str | os.PathLike, *, resume: bool, overwrite: bool =
     over a run without `overwrite`, or be asked both to continue and to replace it."""
     out_dir = Path(out_dir)
     if resume and overwrite:
-        raise ValueError("--resume continues the run in out_dir and --overwrite replaces it; give one of them")
+        raise UserError("--resume continues the run in out_dir and --overwrite replaces it; give one of them")
     if out_dir.exists() and not out_dir.is_dir():
-        raise ValueError(f"out_dir={str(out_dir)!r} exists and is not a directory")
+        raise UserError(f"out_dir={str(out_dir)!r} exists and is not a directory")
     found = holds_run(out_dir)
     if found and not resume and not overwrite:
-        raise ValueError(f"{out_dir} already holds a run ({', '.join(found)}); continue it with --resume, replace it "
+        raise UserError(f"{out_dir} already holds a run ({', '.join(found)}); continue it with --resume, replace it "
                          "with --overwrite, or choose another out_dir")
 
 
@@ -114,7 +115,7 @@ def _locked(out_dir: Path) -> Iterator[None]:
             os.close(fd)
             if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
                 raise
-            raise ValueError(f"{out_dir} is in use by another training (pid {holder}); wait for it to end, or "
+            raise UserError(f"{out_dir} is in use by another training (pid {holder}); wait for it to end, or "
                              "choose another out_dir") from None
         try:
             same = os.path.samestat(os.fstat(fd), os.stat(path))

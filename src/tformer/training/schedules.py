@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import torch
 
 from tformer.configio import check_finite
+from tformer.errors import UserError
 
 SCHEDULES = ("inverse_sqrt", "cosine", "linear", "constant")
 DECAYING = ("cosine", "linear")  # the schedules that decay to an end: total_steps, or the end of training
@@ -54,18 +55,18 @@ class ScheduleConfig:
         check_finite(self, where="schedule.")
         if self.name not in SCHEDULES:
             allowed = ", ".join(SCHEDULES)
-            raise ValueError(f"schedule.name={self.name!r} is not allowed; choose one of {allowed}")
+            raise UserError(f"schedule.name={self.name!r} is not allowed; choose one of {allowed}")
         if not _is_int(self.warmup) or self.warmup < 0:
-            raise ValueError(f"schedule.warmup={self.warmup!r} must be an integer >= 0")
+            raise UserError(f"schedule.warmup={self.warmup!r} must be an integer >= 0")
         if self.name == "inverse_sqrt" and self.warmup < 1:
-            raise ValueError(f"schedule.warmup={self.warmup!r} must be >= 1 for the inverse_sqrt schedule")
+            raise UserError(f"schedule.warmup={self.warmup!r} must be >= 1 for the inverse_sqrt schedule")
         if self.total_steps is not None and (not _is_int(self.total_steps) or self.total_steps < 1):
-            raise ValueError(f"schedule.total_steps={self.total_steps!r} must be a positive integer or null")
+            raise UserError(f"schedule.total_steps={self.total_steps!r} must be a positive integer or null")
         if self.name in DECAYING and self.total_steps is not None and self.total_steps <= self.warmup:
-            raise ValueError(f"schedule.total_steps={self.total_steps!r} must be > warmup={self.warmup} for the "
+            raise UserError(f"schedule.total_steps={self.total_steps!r} must be > warmup={self.warmup} for the "
                              f"{self.name} schedule, or null to decay to the end of training")
         if not 0.0 <= self.min_ratio <= 1.0:
-            raise ValueError(f"schedule.min_ratio={self.min_ratio!r} must be in [0, 1]")
+            raise UserError(f"schedule.min_ratio={self.min_ratio!r} must be in [0, 1]")
 
 
 def _is_int(value: object) -> bool:
@@ -74,7 +75,7 @@ def _is_int(value: object) -> bool:
 
 def _check_step(step: int) -> None:
     if step < 1:
-        raise ValueError(f"step={step!r} must be >= 1 (steps count from 1)")
+        raise UserError(f"step={step!r} must be >= 1 (steps count from 1)")
 
 
 def inverse_sqrt_lr(step: int, *, d_model: int, warmup: int, factor: float = 1.0) -> float:
@@ -143,10 +144,10 @@ def build_scheduler(optimizer: torch.optim.Optimizer, config: ScheduleConfig, *,
     schedule at step k + 1 divided by `lr`. The lambda is a closure, which LambdaLR leaves out of its state
     dict: the state dict holds only the step count and base lrs, and round-trips for resuming."""
     if not lr > 0:
-        raise ValueError(f"lr={lr!r} must be > 0")
+        raise UserError(f"lr={lr!r} must be > 0")
     fitted = config.name in DECAYING and config.total_steps is None
     if fitted and progress is None:
-        raise ValueError(f"schedule {config.name!r} with total_steps=None decays to the end of training and "
+        raise UserError(f"schedule {config.name!r} with total_steps=None decays to the end of training and "
                          "needs progress (the training loop gives it); or set schedule.total_steps")
 
     def schedule(step: int) -> float:

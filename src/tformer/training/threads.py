@@ -18,6 +18,8 @@ from contextlib import contextmanager
 
 import torch
 
+from tformer.errors import UserError
+
 
 def candidates(most: int) -> list[int]:
     """`most` and the powers of two below it, most first: 6 -> [6, 4, 2, 1]."""
@@ -35,7 +37,7 @@ class ThreadTuner:
     def __init__(self, most: int, *, every: int = 300, probe: int = 8,
                  set_threads: Callable[[int], None] = torch.set_num_threads) -> None:
         if most < 1 or every < 1 or probe < 1:
-            raise ValueError(f"ThreadTuner needs most, every and probe >= 1 (got {most}, {every}, {probe})")
+            raise UserError(f"ThreadTuner needs most, every and probe >= 1 (got {most}, {every}, {probe})")
         self.candidates, self.every, self.probe, self.set_threads = candidates(most), every, probe, set_threads
         self.threads = self.best = most
         self.plan: list[tuple[int, bool]] = []  # the probe's steps still to run: (threads, measured)

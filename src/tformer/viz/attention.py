@@ -26,6 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from tformer.data.device import device_of
+from tformer.errors import UserError
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -59,7 +60,7 @@ def check_exact(model: nn.Module) -> None:
     kind = model.config.attention.kind
     mixers = [m for name, m in model.named_modules() if name.endswith(".mixer")]
     if not model.config.attention.exact or not all(isinstance(m, Attention) and m.kernel.exact for m in mixers):
-        raise ValueError(f"attention maps need exact attention (attention.kind sdpa or eager); this model has "
+        raise UserError(f"attention maps need exact attention (attention.kind sdpa or eager); this model has "
                          f"attention.kind={kind!r}")
 
 
@@ -105,7 +106,7 @@ def _batch(model: nn.Module, ids: list[int]) -> Tensor:  # (1, T) on the model's
 
 def _check_length(n: int, max_len: int, what: str) -> None:
     if n > max_len:
-        raise ValueError(f"{what} has {n} tokens, more than the model's max_len={max_len}; give a shorter one")
+        raise UserError(f"{what} has {n} tokens, more than the model's max_len={max_len}; give a shorter one")
 
 
 def attention_maps(model: nn.Module, tokenizer: Any, text: str, *, target: str | None = None) -> list[AttentionMap]:
@@ -116,11 +117,11 @@ def attention_maps(model: nn.Module, tokenizer: Any, text: str, *, target: str |
     check_exact(model)
     ids = tokenizer.encode(text)
     if not ids:
-        raise ValueError(f"--text {text!r} has no tokens; give a sentence")
+        raise UserError(f"--text {text!r} has no tokens; give a sentence")
     if isinstance(model, EncoderDecoder):
         return _seq2seq_maps(model, tokenizer, ids, target)
     if target is not None:
-        raise ValueError(f"--target is only for an encoder-decoder, not a {type(model).__name__}")
+        raise UserError(f"--target is only for an encoder-decoder, not a {type(model).__name__}")
     if isinstance(model, GPT):
         bos = model.config.bos_id
         ids = ([] if bos is None else [bos]) + ids
@@ -132,7 +133,7 @@ def attention_maps(model: nn.Module, tokenizer: Any, text: str, *, target: str |
                              queries=labels, keys=labels)]
     bert = model if isinstance(model, Bert) else getattr(model, "bert", None)
     if not isinstance(bert, Bert):
-        raise ValueError(f"attention maps know EncoderDecoder, GPT and BERT models, not {type(model).__name__}")
+        raise UserError(f"attention maps know EncoderDecoder, GPT and BERT models, not {type(model).__name__}")
     ids = [i for i in (tokenizer.bos_id, *ids, tokenizer.eos_id) if i is not None]  # [CLS] text [SEP]
     _check_length(len(ids), bert.config.max_len, "--text")
     weights = record(model, {"encoder": [x.mixer for x in bert.encoder.layers]},
@@ -153,7 +154,7 @@ def _seq2seq_maps(model: nn.Module, tokenizer: Any, src_ids: list[int], target: 
     else:
         tgt_ids = tokenizer.encode(target)
         if not tgt_ids:
-            raise ValueError(f"--target {target!r} has no tokens; give a sentence or leave it out")
+            raise UserError(f"--target {target!r} has no tokens; give a sentence or leave it out")
     tgt_in = [config.decoder_start_id, *tgt_ids]  # decoder inputs, shifted right
     _check_length(len(tgt_in), config.max_len, "the target")
     parts = {"encoder": [x.mixer for x in model.encoder.layers],
@@ -180,7 +181,7 @@ def _indices(count: int, chosen: int | None, what: str, part: str) -> list[int]:
     if chosen is None:
         return list(range(count))
     if not 0 <= chosen < count:
-        raise ValueError(f"--{what} {chosen} is out of range: the {part} attention has {count} {what}s "
+        raise UserError(f"--{what} {chosen} is out of range: the {part} attention has {count} {what}s "
                          f"(0..{count - 1})")
     return [chosen]
 
@@ -191,7 +192,7 @@ def select(maps: list[AttentionMap], *, part: str | None = None, layer: int | No
     and / or `head` if given (0-based); a ValueError naming a value out of range."""
     parts = [m.part for m in maps]
     if part is not None and part not in parts:
-        raise ValueError(f"--part {part!r} is not in this model; it has {', '.join(parts)}")
+        raise UserError(f"--part {part!r} is not in this model; it has {', '.join(parts)}")
     return [(m, _indices(m.weights.shape[0], layer, "layer", m.part), _indices(m.weights.shape[1], head, "head",
                                                                                  m.part))
             for m in maps if part is None or m.part == part]

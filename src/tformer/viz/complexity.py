@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tformer.errors import UserError
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -51,13 +53,13 @@ def read_results(path: str | Path) -> dict:
     """The benchmark's results.json; a ValueError for a missing or malformed file."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"results file {path} does not exist; run benchmarks/complexity.py to make it")
+        raise UserError(f"results file {path} does not exist; run benchmarks/complexity.py to make it")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
-        raise ValueError(f"results file {path} is not JSON") from None
+        raise UserError(f"results file {path} is not JSON") from None
     if not isinstance(data, dict) or not isinstance(data.get("results"), dict) or not data["results"]:
-        raise ValueError(f"results file {path} has no \"results\" mapping of kinds (is it the complexity benchmark's?)")
+        raise UserError(f"results file {path} has no \"results\" mapping of kinds (is it the complexity benchmark's?)")
     return data
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tformer.data.lines import read_jsonl_records
+from tformer.errors import UserError
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -32,17 +33,17 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
     """The records of RUN_DIR/metrics.jsonl, in order; a ValueError for a missing or malformed file."""
     run = Path(run_dir)
     if not run.is_dir():
-        raise ValueError(f"run directory {run} does not exist")
+        raise UserError(f"run directory {run} does not exist")
     path = run / METRICS_FILE
     if not path.is_file():
-        raise ValueError(f"{path} does not exist; is {run} a run directory (training writes {METRICS_FILE})?")
+        raise UserError(f"{path} does not exist; is {run} a run directory (training writes {METRICS_FILE})?")
     records = []
     for n, record in read_jsonl_records(path, values=("step",)):
         if isinstance(record["step"], bool) or not isinstance(record["step"], int):
-            raise ValueError(f"{path}:{n}: field 'step' must be an integer, got {type(record['step']).__name__}")
+            raise UserError(f"{path}:{n}: field 'step' must be an integer, got {type(record['step']).__name__}")
         records.append(record)
     if not records:
-        raise ValueError(f"{path} holds no records yet")
+        raise UserError(f"{path} holds no records yet")
     return records
 
 
@@ -76,7 +77,7 @@ def plot_curves(runs: dict[str, list[dict]]) -> Figure:
 
     shown = panels(runs)
     if not shown:
-        raise ValueError(f"the metrics of {', '.join(runs)} hold no loss, lr, tokens_per_s or eval/ values")
+        raise UserError(f"the metrics of {', '.join(runs)} hold no loss, lr, tokens_per_s or eval/ values")
     rows, cols, width, height = layout(len(shown), len(runs))
     fig = new_figure(width, height)
     axes = list(fig.subplots(rows, cols, squeeze=False).flat)

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tformer.errors import UserError
+
 if TYPE_CHECKING:  # matplotlib is imported lazily, when a figure is drawn
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
@@ -38,7 +40,7 @@ def output_format(path: str | os.PathLike) -> str:
     """"png" or "svg" from the suffix of `path`; a ValueError naming the path for anything else."""
     suffix = Path(path).suffix.lower()
     if suffix not in FORMATS:
-        raise ValueError(f"output file {path} has suffix {suffix or '(none)'!r}; use .png or .svg")
+        raise UserError(f"output file {path} has suffix {suffix or '(none)'!r}; use .png or .svg")
     return FORMATS[suffix]
 
 
@@ -51,7 +53,7 @@ def write_file(path: str | os.PathLike, data: bytes) -> Path:
     try:
         return write_output(path, data)
     except OSError as e:
-        raise ValueError(f"cannot write {path}: {e.strerror or e}") from None
+        raise UserError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 def save_figure(fig: Figure, path: str | os.PathLike, *, dpi: int = DPI) -> Path:

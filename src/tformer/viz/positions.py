@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from tformer.errors import UserError
 from tformer.nn.positions import ALiBi, Rotary, alibi_slopes, sinusoid_table
 
 if TYPE_CHECKING:
@@ -27,11 +28,11 @@ if TYPE_CHECKING:
 def check_sizes(*, max_len: int, d_model: int, heads: int) -> None:
     """A ValueError naming a size the pictures cannot use."""
     if max_len < 2:
-        raise ValueError(f"--max-len {max_len} must be at least 2")
+        raise UserError(f"--max-len {max_len} must be at least 2")
     if d_model < 2 or d_model % 2:
-        raise ValueError(f"--d-model {d_model} must be an even number >= 2 (RoPE rotates pairs of dimensions)")
+        raise UserError(f"--d-model {d_model} must be an even number >= 2 (RoPE rotates pairs of dimensions)")
     if heads < 1:
-        raise ValueError(f"--heads {heads} must be at least 1")
+        raise UserError(f"--heads {heads} must be at least 1")
 
 
 def sinusoid_similarity(n: int, d: int) -> tuple[Tensor, Tensor]:

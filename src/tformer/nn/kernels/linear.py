@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from tformer.errors import UserError
 from tformer.nn.kernels.base import Kernel, key_valid
 
 EPS = 1e-6  # keeps a query with no visible key at 0 / EPS = 0
@@ -113,7 +114,7 @@ class LinearAttention(Kernel):
                 scale: float, bias: Tensor | None = None, dropout: float = 0.0,
                 cache: LinearState | None = None) -> tuple[Tensor, None]:
         if bias is not None:
-            raise ValueError("linear attention takes no score bias (ALiBi needs exact attention)")
+            raise UserError("linear attention takes no score bias (ALiBi needs exact attention)")
         if cache is not None and not causal:
             raise ValueError("linear attention decodes with a cache only when causal")
         t = k.shape[2]

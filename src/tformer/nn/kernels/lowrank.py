@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from tformer.errors import UserError
 from tformer.nn.kernels.base import Kernel, key_valid
 from tformer.nn.kernels.sdpa import sdpa_attention
 
@@ -38,10 +39,10 @@ class LowRankAttention(Kernel):
         if causal:
             raise ValueError("low-rank (Linformer) attention mixes all positions and cannot be causal")
         if bias is not None:
-            raise ValueError("low-rank attention takes no score bias (ALiBi needs exact attention)")
+            raise UserError("low-rank attention takes no score bias (ALiBi needs exact attention)")
         s = k.shape[2]
         if s > self.proj_k.in_features:
-            raise ValueError(f"sequence length {s} is longer than the low-rank projection's "
+            raise UserError(f"sequence length {s} is longer than the low-rank projection's "
                              f"max_len={self.proj_k.in_features}")
         valid = key_valid(mask, k.shape[0], s, kind="lowrank")
         if valid is not None:

@@ -41,6 +41,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from tformer.errors import UserError
 from tformer.nn.kernels.base import Kernel, key_valid, merge_partials, repeat_kv, softmax_partial
 
 SELF_PENALTY = 1e5  # subtracted from a query's score with its own key (the paper's value, Appendix A)
@@ -162,11 +163,11 @@ class LSHAttention(Kernel):
     def __init__(self, *, buckets: int, rounds: int, chunk: int, seed: int) -> None:
         super().__init__()
         if buckets < 1 or (buckets > 1 and buckets % 2):
-            raise ValueError(f"LSHAttention: buckets must be 1 or an even number >= 2, got {buckets}")
+            raise UserError(f"LSHAttention: buckets must be 1 or an even number >= 2, got {buckets}")
         if rounds < 1:
-            raise ValueError(f"LSHAttention: rounds must be >= 1, got {rounds}")
+            raise UserError(f"LSHAttention: rounds must be >= 1, got {rounds}")
         if chunk < 1:
-            raise ValueError(f"LSHAttention: chunk must be >= 1, got {chunk}")
+            raise UserError(f"LSHAttention: chunk must be >= 1, got {chunk}")
         self.buckets, self.rounds, self.chunk, self.seed = buckets, rounds, chunk, seed
 
     def extra_repr(self) -> str:
@@ -175,7 +176,7 @@ class LSHAttention(Kernel):
     def attend(self, q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None, causal: bool, scale: float,
                bias: Tensor | None, dropout: float) -> tuple[Tensor, None]:
         if bias is not None:
-            raise ValueError("LSHAttention takes no bias: the scores of pairs it never compares do not exist")
+            raise UserError("LSHAttention takes no bias: the scores of pairs it never compares do not exist")
         b, h, t, d = q.shape
         s = k.shape[2]
         if t > s:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from tformer.errors import UserError
 from tformer.nn.kernels.base import Kernel, key_valid, merge_partials, repeat_kv, softmax_partial
 from tformer.nn.kernels.windowed import positions, window_partial
 
@@ -127,11 +128,11 @@ class SparseAttention(Kernel):
     def __init__(self, *, pattern: str, block: int, summary: int) -> None:
         super().__init__()
         if pattern not in PATTERNS:
-            raise ValueError(f"pattern must be one of {PATTERNS}, got {pattern!r}")
+            raise UserError(f"pattern must be one of {PATTERNS}, got {pattern!r}")
         if block < 1:
-            raise ValueError(f"block must be >= 1, got {block}")
+            raise UserError(f"block must be >= 1, got {block}")
         if not 1 <= summary <= block:
-            raise ValueError(f"summary must be in 1..block={block}, got {summary}")
+            raise UserError(f"summary must be in 1..block={block}, got {summary}")
         self.pattern, self.block, self.summary = pattern, block, summary
 
     def extra_repr(self) -> str:
@@ -141,7 +142,7 @@ class SparseAttention(Kernel):
     def attend(self, q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None, causal: bool, scale: float,
                bias: Tensor | None, dropout: float) -> tuple[Tensor, None]:
         if bias is not None:
-            raise ValueError("sparse attention takes no bias (ALiBi is for the exact kernels)")
+            raise UserError("sparse attention takes no bias (ALiBi is for the exact kernels)")
         b, h = q.shape[:2]
         s = k.shape[2]
         valid = key_valid(mask, b, s, kind="sparse")  # (B, S) or None

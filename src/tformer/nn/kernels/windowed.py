@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from tformer.errors import UserError
 from tformer.nn.kernels.base import Kernel, key_valid, repeat_kv, softmax_partial
 
 MIN_BLOCK = 16  # query block floor: small windows still get matmuls of a useful size
@@ -81,7 +82,7 @@ class WindowedAttention(Kernel):
     def __init__(self, *, window: int) -> None:
         super().__init__()
         if window < 0:
-            raise ValueError(f"window must be >= 0, got {window}")
+            raise UserError(f"window must be >= 0, got {window}")
         self.window = window
 
     def extra_repr(self) -> str:
@@ -90,7 +91,7 @@ class WindowedAttention(Kernel):
     def attend(self, q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None, causal: bool, scale: float,
                bias: Tensor | None, dropout: float) -> tuple[Tensor, None]:
         if bias is not None:
-            raise ValueError("windowed attention takes no bias (ALiBi is for the exact kernels)")
+            raise UserError("windowed attention takes no bias (ALiBi is for the exact kernels)")
         b, h, t = q.shape[:3]
         s = k.shape[2]
         valid = key_valid(mask, b, s, kind="windowed")  # (B, S) or None
