@@ -33,11 +33,14 @@ B batch (sentences), K beam, N live sentences, t tokens generated so far, V voca
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
+from tformer.configio import shown
+from tformer.decoding.constraints import Repetition, force, forced_at, prefix_table, with_prefix_room
 from tformer.decoding.layout import DecodingLayout
 from tformer.decoding.steps import eval_mode, max_lengths, next_log_probs, reorder_rows, source_lengths
 from tformer.errors import UserError
@@ -61,11 +64,28 @@ def length_penalty(length: int, *, lenpen: float, kind: str = "fairseq") -> floa
     return float(length) ** lenpen
 
 
+def check_beam(beam: int, *, what: str = "beam", vocab_size: int | None = None, most: int | None = None,
+               limit: str = "") -> None:
+    """The one check of a beam size (a recipe's decode.beam, `tformer translate --beam`, the server's beam):
+    at least 1 (1 = greedy); fewer than the `vocab_size` tokens (beam search keeps that many different
+    continuations); at most `most` where a caller bounds the cost, `limit` naming that bound. A ValueError
+    naming it as `what` otherwise."""
+    if beam < 1:
+        raise UserError(f"{what}={beam} must be at least 1 (1 = greedy)")
+    bounds = [(most, limit)] if most is not None else []
+    if vocab_size is not None:
+        bounds.append((vocab_size - 1, f"fewer than the vocabulary's {vocab_size} tokens"))
+    if bounds:
+        high, why = min(bounds, key=lambda bound: bound[0])
+        if beam > high:
+            raise UserError(f"{what}={shown(beam)} is not allowed; give 1 (greedy) to {high}" +
+                            (f" ({why})" if why else ""))
+
+
 def _check(*, beam: int, n_best: int, lenpen_kind: str, stopping: str, vocab_size: int) -> None:
-    if not isinstance(beam, int) or isinstance(beam, bool) or beam < 1:
+    if not isinstance(beam, int) or isinstance(beam, bool):
         raise UserError(f"beam={beam!r} must be a positive integer")
-    if beam >= vocab_size:
-        raise UserError(f"beam={beam} must be smaller than the vocabulary ({vocab_size} tokens)")
+    check_beam(beam, vocab_size=vocab_size)
     if not isinstance(n_best, int) or not 1 <= n_best <= beam:
         raise UserError(f"n_best={n_best!r} must be an integer in [1, beam={beam}]")
     if lenpen_kind not in LENPEN_KINDS:
@@ -103,14 +123,17 @@ def _live(cand_scores: Tensor, is_eos: Tensor, *, beam: int) -> Tensor:
 @torch.inference_mode()
 def beam_search(model: nn.Module, src: Tensor, *, beam: int = 4, lenpen: float = 1.0,
                 lenpen_kind: str = "fairseq", max_len_a: float = 1.2, max_len_b: int = 10, n_best: int = 1,
-                stopping: str = "finished", use_cache: bool = True,
-                layout: DecodingLayout | None = None) -> list[list[Hypothesis]]:
+                stopping: str = "finished", use_cache: bool = True, layout: DecodingLayout | None = None,
+                repetition: Repetition | None = None,
+                prefixes: Sequence[Sequence[int]] | None = None) -> list[list[Hypothesis]]:
     """Beam-search translations of a padded batch `src` (B, S) (padding = config.pad_id).
 
     Returns, per sentence, its `n_best` hypotheses sorted by score, best first. `lenpen` and `lenpen_kind`
     set the length normalisation, `max_len_a` and `max_len_b` the maximum length int(a * n + b) for a source
     of n real tokens (as `greedy`); `stopping` when a sentence is done (STOPPING, the module docstring);
-    `use_cache` decodes incrementally (same result, fewer FLOPs); `layout`: as `greedy`'s.
+    `use_cache` decodes incrementally (same result, fewer FLOPs); `layout`, `repetition` and `prefixes`: as
+    `greedy`'s (a forced token's log-probability counts in the hypothesis's; a repetition penalty's changes
+    count too, as the scores the search ranks).
 
     A function should stay near 60 lines; this one is longer on purpose: one step of the search reads top to
     bottom as the algorithm goes (candidates, finished, live, prune, reorder), and the three closures share the
@@ -138,6 +161,9 @@ def beam_search(model: nn.Module, src: Tensor, *, beam: int = 4, lenpen: float =
         src_valid = src != config.pad_id  # (B, S)
         limits = max_lengths(source_lengths(src, pad_id=config.pad_id), max_len_a=max_len_a,
                              max_len_b=max_len_b, limit=config.max_len)
+        forced = prefix_table(prefixes, rows=src.shape[0], eos_id=config.eos_id, max_len=config.max_len,
+                              device=src.device)  # (B, L) or None
+        limits = with_prefix_room(limits, prefixes, cap=config.max_len)
         memory = model.encode(src, src_valid)  # (B, S, d)
         caches = model.new_caches(src.shape[0], max(limits)) if use_cache else None
         device = memory.device
@@ -147,6 +173,11 @@ def beam_search(model: nn.Module, src: Tensor, *, beam: int = 4, lenpen: float =
         finished: list[list[Hypothesis]] = [[] for _ in limits]
         for step in range(max(limits)):
             log_probs = next_log_probs(model, prefix, memory, src_valid, caches=caches)  # (N * k, V)
+            own = log_probs
+            if repetition is not None:
+                log_probs = repetition.apply(log_probs, prefix)
+            row_sentence = sentence.repeat_interleave(scores.shape[1])  # (N * k,)
+            log_probs = force(log_probs, forced_at(forced, row_sentence, step), own)
             cand_scores, cand_rows, cand_tokens = _candidates(scores, log_probs, beam=beam)  # (N, 2K)
             is_eos = cand_tokens == config.eos_id
 

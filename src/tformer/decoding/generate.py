@@ -23,8 +23,10 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor, nn
 
+from tformer.configio import shown
 from tformer.data.device import device_of
 from tformer.data.padding import pad, valid_mask
+from tformer.decoding.constraints import NONE, Repetition
 from tformer.decoding.layout import DecodingLayout
 from tformer.decoding.sampling import check_sampling, sample_next
 from tformer.decoding.steps import eval_mode, reorder_rows
@@ -41,12 +43,13 @@ def left_pad(prompts: Sequence[Sequence[int]], *, pad_id: int, device: torch.dev
 
 
 def check_max_new_tokens(n: int, *, what: str = "max_new_tokens", most: int | None = None, limit: str = "") -> None:
-    """The one check of a number of tokens to generate: from 0 (`most`: up to that, `limit` naming where
-    that bound comes from); a ValueError naming it as `what` otherwise."""
-    if most is not None and not 0 <= n <= most:
-        raise UserError(f"{what}={n} is not allowed; give 0 to {most}{f' ({limit})' if limit else ''}")
+    """The one check of a number of tokens to generate (`tformer generate --max-new-tokens`, the server's
+    max_new_tokens, the library's): from 0 (`most`: up to that, `limit` naming where that bound comes from); a
+    ValueError naming it as `what` otherwise."""
     if n < 0:
         raise UserError(f"{what}={n} must be >= 0")
+    if most is not None and n > most:
+        raise UserError(f"{what}={shown(n)} is not allowed; give 0 to {most}{f' ({limit})' if limit else ''}")
 
 
 def check_prompts(prompts: Sequence[Sequence[int]], *, max_new_tokens: int, max_len: int) -> None:
@@ -78,8 +81,8 @@ def next_logits(model: nn.Module, ids: Tensor, valid: Tensor | None, *,
 def generate(model: nn.Module, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
              temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
              stop_tokens: Sequence[int] = (), seed: int | None = None, use_cache: bool = True, pad_id: int = 0,
-             on_token: Callable[[int, int], None] | None = None,
-             layout: DecodingLayout | None = None) -> list[list[int]]:
+             on_token: Callable[[int, int], None] | None = None, layout: DecodingLayout | None = None,
+             repetition: Repetition | None = None) -> list[list[int]]:
     """Continue each prompt (a list of token ids) by up to `max_new_tokens` tokens.
 
     Returns the new tokens only, one list per prompt, without the stop token that ended it. Sampling:
@@ -88,7 +91,8 @@ def generate(model: nn.Module, prompts: Sequence[Sequence[int]], *, max_new_toke
     (masked out; any id in the vocabulary). `on_token(row, token_id)` is called for each returned token
     as it is produced, e.g. to stream text to a terminal. The model runs in eval mode and gets its mode
     back afterwards. `layout`: the model's decoding layout, kept across calls by its holder
-    (`steps.eval_mode`)."""
+    (`steps.eval_mode`). `repetition`: repeats of the prompt's and the new tokens penalised or banned
+    (`constraints.py`), before temperature and filters."""
     check_prompts(prompts, max_new_tokens=max_new_tokens, max_len=model.config.max_len)
     check_sampling(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
     out: list[list[int]] = [[] for _ in prompts]
@@ -105,6 +109,8 @@ def generate(model: nn.Module, prompts: Sequence[Sequence[int]], *, max_new_toke
         row = torch.arange(len(prompts), device=device)  # (N,) prompt of each live row
         for step in range(max_new_tokens):
             logits = next_logits(model, ids, valid, caches=caches)  # (N, V)
+            if repetition is not None:
+                logits = repetition.apply(logits, ids if valid is None else ids.masked_fill(~valid, NONE))
             token = sample_next(logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
             stopped = torch.isin(token, stops)  # (N,)
             for r, t, s in zip(row.tolist(), token.tolist(), stopped.tolist(), strict=True):
@@ -126,11 +132,11 @@ def generate(model: nn.Module, prompts: Sequence[Sequence[int]], *, max_new_toke
 
 def generate_greedy(model: nn.Module, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
                     stop_tokens: Sequence[int] = (), use_cache: bool = True, pad_id: int = 0,
-                    on_token: Callable[[int, int], None] | None = None,
-                    layout: DecodingLayout | None = None) -> list[list[int]]:
+                    on_token: Callable[[int, int], None] | None = None, layout: DecodingLayout | None = None,
+                    repetition: Repetition | None = None) -> list[list[int]]:
     """`generate` with temperature 0: the most likely token at every step (lowest id on ties)."""
     return generate(model, prompts, max_new_tokens=max_new_tokens, temperature=0.0, stop_tokens=stop_tokens,
-                    use_cache=use_cache, pad_id=pad_id, on_token=on_token, layout=layout)
+                    use_cache=use_cache, pad_id=pad_id, on_token=on_token, layout=layout, repetition=repetition)
 
 
 __all__ = ["check_max_new_tokens", "check_prompts", "generate", "generate_greedy", "left_pad", "next_logits"]

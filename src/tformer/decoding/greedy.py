@@ -13,20 +13,26 @@ B batch (sentences), S source length, t tokens generated so far, N rows still de
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor, nn
 
+from tformer.decoding.constraints import Repetition, force, forced_at, prefix_table, with_prefix_room
 from tformer.decoding.layout import DecodingLayout
 from tformer.decoding.steps import eval_mode, max_lengths, next_log_probs, reorder_rows, source_lengths
 
 
 @torch.inference_mode()
 def greedy(model: nn.Module, src: Tensor, *, max_len_a: float = 1.2, max_len_b: int = 10,
-           use_cache: bool = True, layout: DecodingLayout | None = None) -> list[list[int]]:
+           use_cache: bool = True, layout: DecodingLayout | None = None, repetition: Repetition | None = None,
+           prefixes: Sequence[Sequence[int]] | None = None) -> list[list[int]]:
     """Greedy translations of a padded batch `src` (B, S) (padding = config.pad_id).
 
     Returns one token list per sentence, without the start symbol and without the end symbol. A sentence
     with n real tokens gets at most int(max_len_a * n + max_len_b) tokens (see the module docstring).
+    `repetition`: repeats penalised or banned; `prefixes`: per sentence, the tokens its translation must
+    start with (an empty one: none), which are part of what it returns (`constraints.py`).
     `use_cache` decodes incrementally (same tokens, fewer FLOPs); `layout`: the model's decoding layout, kept
     across calls by its holder (`steps.eval_mode`)."""
     config = model.config
@@ -34,6 +40,9 @@ def greedy(model: nn.Module, src: Tensor, *, max_len_a: float = 1.2, max_len_b: 
         src_valid = src != config.pad_id  # (B, S)
         limits = max_lengths(source_lengths(src, pad_id=config.pad_id), max_len_a=max_len_a,
                              max_len_b=max_len_b, limit=config.max_len)
+        forced = prefix_table(prefixes, rows=src.shape[0], eos_id=config.eos_id, max_len=config.max_len,
+                              device=src.device)  # (B, L) or None
+        limits = with_prefix_room(limits, prefixes, cap=config.max_len)
         memory = model.encode(src, src_valid)  # (B, S, d)
         caches = model.new_caches(src.shape[0], max(limits)) if use_cache else None
         sentence = torch.arange(src.shape[0], device=memory.device)  # (N,) sentence of each live row
@@ -41,7 +50,9 @@ def greedy(model: nn.Module, src: Tensor, *, max_len_a: float = 1.2, max_len_b: 
         prefix = torch.empty(src.shape[0], 0, dtype=torch.long, device=memory.device)  # (N, t)
         out: list[list[int]] = [[] for _ in limits]
         for step in range(max(limits)):
-            token = next_log_probs(model, prefix, memory, src_valid, caches=caches).argmax(dim=-1)  # (N,)
+            log_probs = next_log_probs(model, prefix, memory, src_valid, caches=caches)  # (N, V)
+            scores = log_probs if repetition is None else repetition.apply(log_probs, prefix)
+            token = force(scores, forced_at(forced, sentence, step), log_probs).argmax(dim=-1)  # (N,)
             prefix = torch.cat([prefix, token[:, None]], dim=1)  # (N, t + 1)
             done = (token == config.eos_id) | (limit[sentence] <= step + 1)  # (N,)
             for row in done.nonzero().flatten().tolist():
