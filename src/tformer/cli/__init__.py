@@ -2,6 +2,7 @@
 
     tformer --version
     tformer train CONFIG.yaml|NAME [key=value ...] [--resume | --overwrite] [--no-progress] [--tensorboard]
+    tformer average CHECKPOINT CHECKPOINT... --out DIR [--overwrite]
     tformer translate --checkpoint DIR [-i F] [-o F] [--truncate] [--beam N] [--lenpen X] [--batch-size N]
     tformer evaluate --checkpoint DIR [--split test] [--limit N] [--json] [--hyp-out F] [-o F] [--beam N]
     tformer demo CONFIG.yaml|NAME [key=value ...]
@@ -41,13 +42,13 @@ import os
 import sys
 from typing import Any, NoReturn
 
-from tformer.cli import classify, convert, lm, recipes, serve, train, translate, viz
+from tformer.cli import average, classify, convert, lm, recipes, serve, train, translate, viz
 from tformer.cli.shared import HelpFormatter
 from tformer.errors import UserError
 
 EXIT_USER_ERROR = 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool that SIGPIPE ended
-GROUPS = (train, translate, lm, classify, convert, viz, serve, recipes)  # the order `tformer --help` lists them in
+GROUPS = (train, average, translate, lm, classify, convert, viz, serve, recipes)  # the order `tformer --help` lists them in
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,6 +11,10 @@ from tformer.training import distributed as dist
 from tformer.training.optim import OptimConfig
 from tformer.training.schedules import ScheduleConfig
 
+# torch.set_num_threads asks OpenMP for that many threads at once: a count the system cannot create aborts the
+# process (libgomp "Thread creation failed", no Python exception), so train.threads is bounded; more threads
+# than cores only slows a step down.
+MAX_THREADS = 1024
 
 @dataclass(kw_only=True)
 class TrainConfig:
@@ -29,6 +33,8 @@ class TrainConfig:
     threads: int | None = None  # torch's intra-op CPU threads; None: torch's default (one per core)
     tune_threads: bool = False  # retime 1, 2, 4 ... threads during training and keep the fastest (threads.py)
     best_metric: str = "valid_loss"  # chooses the `best` checkpoint; "bleu" and "accuracy" count higher as better
+    patience: int | None = None  # stop after this many evaluations in a row without a better best_metric; None: never
+    average_last: int | None = None  # also write out_dir/averaged: the mean weights of the last N evaluations
     tensorboard: bool = False  # also log to out_dir/tensorboard (needs the tensorboard package: tformer[tb])
     optim: OptimConfig = field(default_factory=OptimConfig)
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
@@ -42,10 +48,13 @@ class TrainConfig:
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or not 0 <= self.seed < 2**63:
             raise UserError(f"train.seed={self.seed!r} must be an integer in [0, 2**63) (torch and numpy seeds)")
         if self.threads is not None and (not isinstance(self.threads, int) or isinstance(self.threads, bool)
-                                         or self.threads < 1):
-            raise UserError(f"train.threads={self.threads!r} must be a positive integer or null (torch's default)")
-        if self.save_every is not None and (not isinstance(self.save_every, int) or self.save_every < 1):
-            raise UserError(f"train.save_every={self.save_every!r} must be a positive integer or null")
+                                         or not 1 <= self.threads <= MAX_THREADS):
+            raise UserError(f"train.threads={self.threads!r} must be an integer in [1, {MAX_THREADS}] or null "
+                             "(torch's default: one per core)")
+        for name in ("save_every", "patience", "average_last"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise UserError(f"train.{name}={value!r} must be a positive integer or null")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise UserError(f"train.label_smoothing={self.label_smoothing!r} must be in [0, 1)")
         if self.time_budget_min is not None and not self.time_budget_min > 0:

@@ -197,6 +197,9 @@ def _evaluate_or_stop(run: _Run, task: Task, train: TrainConfig, *, window: Thro
     if done:
         state["stopped"] = "max_steps" if state["step"] == train.max_steps else "time budget"
         return True
+    if train.patience is not None and state.get("evals_since_best", 0) >= train.patience:
+        state["stopped"], state["patience_metric"] = "patience", train.best_metric  # `best`: where it stopped improving
+        return True
     if signum:
         run.checkpoints.save("last", state)
         state["interrupted"] = state["stopped"] = signal.Signals(signum).name
@@ -223,6 +226,9 @@ def stop_summary(state: dict[str, Any]) -> str:
     """One line for the person who ran it: e.g. `stopped at step 1234 after 20.0 min: time budget reached`."""
     reason = state.get("stopped", "max_steps")
     why = f"{reason} reached" if reason in ("max_steps", "time budget") else f"{reason} received"
+    if reason == "patience":
+        why = (f"patience reached ({state.get('evals_since_best')} evaluations without a better "
+               f"{state.get('patience_metric')})")
     return f"stopped at step {state['step']} after {state['elapsed'] / 60:.1f} min: {why}"
 
 
@@ -308,11 +314,15 @@ def _evaluate(model: nn.Module, task: Task, train: TrainConfig, state: dict, log
         print(eval_line(state["step"], state["elapsed"], metrics), flush=True)
     value = metrics.get(train.best_metric)
     state["metrics"] = metrics
+    if value is not None:  # a metric the task does not report never runs out of patience
+        state["evals_since_best"] = state.get("evals_since_best", 0) + 1
     if value is not None and math.isfinite(value):
         sign = 1.0 if train.best_metric in HIGHER_IS_BETTER else -1.0
         if state["best"] is None or sign * value > sign * state["best"]:
-            state["best"] = value
+            state["best"], state["evals_since_best"] = value, 0
             checkpoints.save("best", state)
+    if train.average_last is not None:  # before `last`: a run resumed from `last` has every evaluation kept
+        checkpoints.save_average(state, train.average_last)
     checkpoints.save("last", state)
 
 

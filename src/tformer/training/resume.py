@@ -15,6 +15,7 @@ from tformer.config import TransformerConfig
 from tformer.configio import flat_keys, to_dict
 from tformer.errors import UserError
 from tformer.training import distributed as dist
+from tformer.training.average import EvalAverages
 from tformer.training.checkpoint import load_config, read_trainer, save_checkpoint
 from tformer.training.config import TrainConfig
 from tformer.training.rng import rng_states, set_rng_states
@@ -50,6 +51,16 @@ class Checkpoints:
                 _prune(self.out_dir, self.train.keep_last - 1)
         if name == "last":
             self.last_step = state["step"]
+        dist.barrier(self.world)
+
+
+    def save_average(self, state: dict[str, Any], n: int) -> None:
+        """out_dir/averaged: the mean weights of this evaluation and the n - 1 before it (`average.py`)."""
+        gathered = dist.full_state(self.model, self.optimizer)
+        if self.world.is_main:
+            weights = gathered[0] if gathered else self.whole.state_dict()
+            EvalAverages(self.out_dir, n).add(state["step"], weights, model=self.whole, config=self.config,
+                                              tokenizer=self.tokenizer)
         dist.barrier(self.world)
 
 

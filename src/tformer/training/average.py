@@ -1,0 +1,122 @@
+"""Checkpoint averaging: the element-wise mean of the weights of several checkpoints of one run (Vaswani et
+al. 2017 average the last 5 or 20 checkpoints; fairseq's `average_checkpoints.py`, OpenNMT's `-avg`).
+
+    average_states(states)                  the mean of state dicts of one model (float tensors averaged in
+                                            float64, then cast back; integer buffers must agree)
+    average_checkpoints(paths, out)         `tformer average CKPT... --out DIR`: same config and tokenizer
+                                            checked, the averaged weights written as a checkpoint
+    EvalAverages(out_dir, n)                `train.average_last: n`: the weights of the last n evaluations kept
+                                            in out_dir/evals/, their mean written to out_dir/averaged/ after
+                                            each evaluation (resumable: the files are the record)
+
+Averaging smooths the noise of the last steps of SGD: points of one basin average to a point of lower loss
+(Izmailov et al. 2018, SWA). It needs checkpoints of one run, late enough to share a basin.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from tformer.checkpoints import TOKENIZER_DIR, load_config, load_model
+from tformer.configio import to_dict
+from tformer.errors import UserError
+from tformer.files import write_atomic
+from tformer.training.checkpoint import save_checkpoint
+
+EVALS_DIR = "evals"
+AVERAGED_DIR = "averaged"
+
+
+def average_states(states: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
+    """The element-wise mean of `states` (same keys and shapes), each tensor in its own dtype."""
+    if not states:
+        raise UserError("nothing to average: give at least one checkpoint")
+    first = states[0]
+    out: dict[str, Tensor] = {}
+    for key, value in first.items():
+        tensors = [s[key] for s in states]
+        if value.is_floating_point():
+            out[key] = (sum(t.double() for t in tensors) / len(tensors)).to(value.dtype)
+        else:  # a step counter, an index buffer: the same in every checkpoint of one model
+            if any(not torch.equal(t, value) for t in tensors[1:]):
+                raise UserError(f"the checkpoints differ in {key}, which is not a weight and cannot be averaged")
+            out[key] = value.clone()
+    return out
+
+
+class _TokenizerFiles:
+    """A checkpoint's tokenizer directory, saved by copying its files (what save_checkpoint calls)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def save(self, target: Path) -> None:
+        shutil.copytree(self.directory, target, dirs_exist_ok=True)
+
+
+def _tokenizer_bytes(path: Path) -> dict[str, bytes]:
+    directory = path / TOKENIZER_DIR
+    if not directory.is_dir():
+        return {}
+    return {str(f.relative_to(directory)): f.read_bytes() for f in sorted(directory.rglob("*")) if f.is_file()}
+
+
+def average_checkpoints(paths: Sequence[str | Path], out: str | Path) -> list[Path]:
+    """Write to `out` a checkpoint whose weights are the mean of those at `paths` (at least two), which must
+    hold the same model config and tokenizer; returns the paths averaged."""
+    paths = [Path(p) for p in paths]
+    if len(paths) < 2:
+        raise UserError(f"average needs at least two checkpoints; got {len(paths)}")
+    if len({p.resolve() for p in paths}) < len(paths):
+        raise UserError("a checkpoint is given twice; each counts once in an average (give each once)")
+    out = Path(out)
+    if any(out.resolve() == p.resolve() for p in paths):
+        raise UserError(f"--out {out} is one of the checkpoints averaged; write the average to a new directory")
+    first_config = to_dict(load_config(paths[0])[0])
+    first_tokenizer = _tokenizer_bytes(paths[0])
+    for p in paths[1:]:
+        if to_dict(load_config(p)[0]) != first_config:
+            raise UserError(f"{p} holds another model config than {paths[0]}; only checkpoints of one model "
+                            "(one run) can be averaged")
+        if _tokenizer_bytes(p) != first_tokenizer:
+            raise UserError(f"{p} holds another tokenizer than {paths[0]}; only checkpoints of one run can be "
+                            "averaged")
+    models = [load_model(p) for p in paths]
+    model, config = models[0]
+    state = average_states([m.state_dict() for m, _ in models])
+    tokenizer = _TokenizerFiles(paths[0] / TOKENIZER_DIR) if first_tokenizer else None
+    save_checkpoint(out, model=model, config=config, tokenizer=tokenizer, model_state=state)
+    return paths
+
+
+class EvalAverages:
+    """`train.average_last`: after each evaluation, `add` keeps that evaluation's weights (out_dir/evals/
+    step-NNNNNNNN.pt, the newest `n`) and writes their mean as the checkpoint out_dir/averaged/."""
+
+    def __init__(self, out_dir: Path, n: int) -> None:
+        self.out_dir, self.n = out_dir, n
+
+    def add(self, step: int, state: dict[str, Tensor], *, model: nn.Module, config: Any, tokenizer: Any) -> list[int]:
+        """Keep `state` (the weights at `step`), average the newest n kept; returns the steps averaged."""
+        evals = self.out_dir / EVALS_DIR
+        buffer = io.BytesIO()
+        torch.save({k: v.detach().cpu().clone() for k, v in state.items()}, buffer)
+        write_atomic(evals / f"step-{step:08d}.pt", buffer.getvalue())
+        kept = sorted(evals.glob("step-*.pt"))
+        for old in kept[: -self.n]:
+            old.unlink()
+        kept = kept[-self.n :]
+        states = [torch.load(f, map_location="cpu", weights_only=True) for f in kept]
+        save_checkpoint(self.out_dir / AVERAGED_DIR, model=model, config=config, tokenizer=tokenizer,
+                        model_state=average_states(states))
+        return [int(f.stem.split("-")[1]) for f in kept]
+
+
+__all__ = ["AVERAGED_DIR", "EVALS_DIR", "EvalAverages", "average_checkpoints", "average_states"]
