@@ -7,7 +7,9 @@ micro-batches.
     requests.py  the JSON bodies (strict pydantic models) and their errors as one line
     app.py       the FastAPI app: routes, server-sent events, errors as {"error": ...}
     page.py      the web page (static/: HTML, CSS, JavaScript; no build step)
-    server.py    uvicorn in the foreground or in a thread
+    doors.py     who may come in: Host allow-list, Origin, content type, API key; the body's deadline
+    connections.py  the h11 protocol with a deadline for headers and a cap on connections; EMFILE in one line
+    server.py    uvicorn in the foreground or in a thread, behind the doors
 
 FastAPI and uvicorn are the `serve` extra (`pip install 'tformer[serve]'`): only `limits` and `service` import
 without them, and the rest of tformer never imports this package.

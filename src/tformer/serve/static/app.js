@@ -24,8 +24,16 @@ function status(text, isError) {
   $("status").className = isError ? "error" : "";
 }
 
+// A server started with --api-key wants it on every request but the page's: typed in once, it is kept for
+// this tab only (sessionStorage) and sent as "Authorization: Bearer KEY".
+let apiKey = sessionStorage.getItem("tformer-api-key") || "";
+
+function headers(more = {}) {
+  return apiKey ? { ...more, Authorization: `Bearer ${apiKey}` } : more;
+}
+
 async function post(path, body) {
-  const response = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" },
+  const response = await fetch(path, { method: "POST", headers: headers({ "Content-Type": "application/json" }),
                                        body: JSON.stringify(body) });
   const data = await response.json();
   if (!response.ok) throw new Error(data.error || response.statusText);
@@ -34,12 +42,20 @@ async function post(path, body) {
 
 async function start() {
   try {
-    const response = await fetch("/info");
+    const response = await fetch("/info", { headers: headers() });
     info = await response.json();
+    if (response.status === 401) {  // ask for the key; its form calls start() again
+      $("key-form").hidden = false;
+      status(apiKey ? "the server refused this key; type it again" : "this server needs its API key", true);
+      return;
+    }
+    if (!response.ok) throw new Error(info.error || response.statusText);
   } catch (e) {
     status("cannot reach the server: " + e.message, true);
     return;
   }
+  $("key-form").hidden = true;
+  status("");
   const action = ACTIONS[info.kind];
   const s = info.sizes;
   $("model").textContent = `${info.kind} (${info.model}): d_model ${s.d_model}, ${s.n_layers} layers, ` +
@@ -83,7 +99,7 @@ async function generate(prompt) {
   const body = { prompt, stream: true, max_new_tokens: Number($("max-new").value),
                  temperature: Number($("temperature").value) };
   if ($("seed").value !== "") body.seed = Number($("seed").value);
-  const response = await fetch("/generate", { method: "POST", headers: { "Content-Type": "application/json" },
+  const response = await fetch("/generate", { method: "POST", headers: headers({ "Content-Type": "application/json" }),
                                               body: JSON.stringify(body) });
   if (!response.ok) throw new Error((await response.json()).error);
   const out = $("output");
@@ -181,4 +197,10 @@ function draw() {
   canvas.dataset.state = "drawn";
 }
 
+$("key-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  apiKey = $("key").value.trim();
+  sessionStorage.setItem("tformer-api-key", apiKey);
+  start();
+});
 start();
