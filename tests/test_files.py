@@ -106,3 +106,17 @@ def test_write_atomic_and_sha256(tmp_path: Path) -> None:
     path = write_atomic(tmp_path / "d" / "f.txt", "héllo")
     assert path.read_bytes() == "héllo".encode()
     assert sha256(path) == hashlib.sha256("héllo".encode()).hexdigest()
+
+
+def test_a_symlink_stays_a_link_and_its_target_is_written(tmp_path: Path) -> None:
+    """A link to a folder (or a dangling one, naming the folder to make) is never replaced by a directory,
+    and no moved-aside copy of the link is left behind."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "old.txt").write_text("old")
+    (tmp_path / "link").symlink_to("real")
+    (tmp_path / "dangling").symlink_to("made")
+    make(tmp_path / "link", {"a.txt": "1"})
+    make(tmp_path / "dangling", {"b.txt": "2"})
+    assert os.readlink(tmp_path / "link") == "real" and os.readlink(tmp_path / "dangling") == "made"
+    assert contents(tmp_path / "real") == {"a.txt": b"1"} and contents(tmp_path / "made") == {"b.txt": b"2"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling", "link", "made", "real"]

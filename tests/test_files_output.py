@@ -1,5 +1,6 @@
 """`tformer.files.write_output`: what a user names as an output is written as what it is, a regular file
-atomically (its permission bits kept), a symbolic link through to its target, a FIFO or a pipe in place."""
+atomically (its permission bits kept), a symbolic link through to its target, a FIFO or a pipe in place, -
+to standard output; `check_output` / `check_output_dir` refuse, before any work, what cannot be written."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import os
 import threading
 from pathlib import Path
 
-from tformer.files import is_special_file, write_output
+import pytest
+
+from tformer.errors import UserError
+from tformer.files import check_output, check_output_dir, is_special_file, is_stream, write_output
 
 
 def test_a_regular_file_is_replaced_keeping_its_mode(tmp_path: Path) -> None:
@@ -68,3 +72,56 @@ def test_special_files(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("x")
     assert not is_special_file(tmp_path / "f")
     write_output("/dev/null", "discarded")
+
+
+def test_dash_is_standard_output(tmp_path: Path, capsysbinary: pytest.CaptureFixture,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    write_output("-", "text, ")
+    write_output("-", b"\x89PNG bytes")
+    assert capsysbinary.readouterr().out == b"text, \x89PNG bytes" and list(tmp_path.iterdir()) == []
+    assert is_stream("-") and is_stream("/dev/null") and not is_stream(tmp_path / "out.png")
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("", "--output '' is empty; give a file name or - for standard output"),
+    ("  ", "--output '  ' is empty"),
+    ("{tmp}/newdir/", "--output {tmp}/newdir/ ends with a slash, so it names a folder, and there is no such folder"),
+    ("{tmp}", "--output {tmp} is a directory; give a file path"),
+    ("{tmp}/afile/out.txt", "--output {tmp}/afile/out.txt: {tmp}/afile is a file; give a file path in a directory"),
+])
+def test_check_output_refuses_in_one_line(name: str, message: str, tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(UserError) as e:
+        check_output(name.format(tmp=tmp_path))
+    assert str(e.value).startswith(message.format(tmp=tmp_path)) and "\n" not in str(e.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+    with pytest.raises(UserError, match="is empty"):
+        write_output("", "x")  # the writer itself refuses what names no file
+    with pytest.raises(UserError, match="no such folder"):
+        write_output(f"{tmp_path}/newdir/", "x")
+
+
+def test_check_output_passes_what_can_be_written(tmp_path: Path) -> None:
+    (tmp_path / "dangling").symlink_to("made.txt")
+    os.mkfifo(tmp_path / "fifo")
+    for name in ("-", "/dev/null", tmp_path / "fifo", tmp_path / "dangling", tmp_path / "new" / "out.txt",
+                 f"{tmp_path}/"[:-1] + "/x.txt"):
+        check_output(name)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling", "fifo"]  # checking makes nothing
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("", "--out-dir '' is empty; give a folder name"),
+    ("-", "--out-dir - would be standard output, which cannot hold a folder of files"),
+    ("/dev/null", "--out-dir /dev/null is not a folder"),
+    ("{tmp}/afile", "--out-dir {tmp}/afile is not a folder"),
+])
+def test_check_output_dir_refuses_in_one_line(name: str, message: str, tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(UserError) as e:
+        check_output_dir(name.format(tmp=tmp_path))
+    assert str(e.value).startswith(message.format(tmp=tmp_path)) and "\n" not in str(e.value)
+    (tmp_path / "dangling").symlink_to("made")
+    for ok in (tmp_path, tmp_path / "new", f"{tmp_path}/new/", tmp_path / "dangling"):
+        check_output_dir(ok)

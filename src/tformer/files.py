@@ -2,13 +2,22 @@
 
     write_atomic(path, data)    one file: a temporary file beside it, flushed to disk, renamed over it (a
                                 rename within one directory is atomic); recipes, logs trimmed on resume
-    write_output(path, data)    a file the user named (`--output`, `--out`): write_atomic for a regular file
-                                (through a symbolic link, to its target), written in place for a FIFO, a
-                                device or a pipe (`--output >(cmd)`); translations, pictures, reports
+    write_output(path, data)    a file the user named (`--output`, `--out`): - is standard output;
+                                write_atomic for a regular file (through a symbolic link, to its target),
+                                written in place for a FIFO, a device or a pipe (`--output >(cmd)`);
+                                translations, pictures, reports, recipes
+    check_output(path)          the same target checked before any work: one line for an empty name, a
+                                directory, a name ending in / (a folder), a folder that cannot hold it
+    check_output_dir(path)      a folder the user named for several files (`--out-dir`, `convert --out`)
     atomic_directory(path)      a whole directory: written into a hidden sibling, every file and directory
-                                in it fsync'd, then swapped into place; checkpoints (`training.checkpoint`)
-                                and the Hugging Face export (`interop.hf`)
+                                in it fsync'd, then swapped into place (through a symbolic link, at its
+                                target); checkpoints (`training.checkpoint`) and the exports (`interop`)
     sha256(file)                a file's digest, read in chunks (checkpoint manifests)
+
+Every target a user names is treated alike by every command: - is standard output (a folder cannot be);
+a symbolic link stays a link and its target is written (a dangling one names the file or folder to
+make); a FIFO, a device (/dev/null) or a pipe is written in place, never replaced; an existing file keeps
+its permission bits; a missing folder on the way is made.
 """
 
 from __future__ import annotations
@@ -17,11 +26,16 @@ import hashlib
 import os
 import shutil
 import stat
+import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from tformer.errors import UserError
+
+STDOUT = "-"  # the name a user gives for standard output
 
 
 def write_atomic(path: str | os.PathLike, data: str | bytes, *, mode: int | None = None) -> Path:
@@ -30,7 +44,8 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, *, mode: int | None
     removed and the exception (an OSError for a full disk or no permission) goes on, with whatever was at
     `path` before left as it was."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    folder = Path(os.path.realpath(path.parent)) if path.parent.is_symlink() else path.parent
+    folder.mkdir(parents=True, exist_ok=True)  # a folder named by a dangling link: its target is made
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -50,11 +65,16 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, *, mode: int | None
 def write_output(path: str | os.PathLike, data: str | bytes) -> Path:
     """Write `data` (text as UTF-8) to the file a user named, respecting what is there; returns the path.
 
-    A FIFO, a character device (/dev/null, a terminal) or a pipe named /dev/fd/N (bash's `>(cmd)`) is
-    opened and written in place: there is nothing to rename, and a reader waits on that very file. A
-    symbolic link stays a link: its target is written. A regular file (or a new one) is written with
-    `write_atomic`, keeping an existing file's permission bits, so it is never seen half-written (a hard
-    link to the old file keeps the old text)."""
+    "-" is standard output (text through `sys.stdout`, bytes through its buffer; flushed). A FIFO, a
+    character device (/dev/null, a terminal) or a pipe named /dev/fd/N (bash's `>(cmd)`) is opened and
+    written in place: there is nothing to rename, and a reader waits on that very file. A symbolic link
+    stays a link: its target is written. A regular file (or a new one) is written with `write_atomic`,
+    keeping an existing file's permission bits, so it is never seen half-written (a hard link to the old
+    file keeps the old text). An empty name, or one ending in a slash, is refused (`check_output_name`)."""
+    check_output_name(path, what="output file")
+    if os.fspath(path) == STDOUT:
+        _to_stdout(data)
+        return Path(STDOUT)
     path = Path(path)
     if is_special_file(path):
         with open(path, "wb") as f:
@@ -66,6 +86,64 @@ def write_output(path: str | os.PathLike, data: str | bytes) -> Path:
     return path
 
 
+def _to_stdout(data: str | bytes) -> None:
+    if isinstance(data, str):
+        sys.stdout.write(data)
+    else:  # a picture: the bytes as they are, after any text already written
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+    sys.stdout.flush()
+
+
+def check_output_name(path: str | os.PathLike, *, what: str, folder: bool = False) -> None:
+    """Refuse a name that cannot be an output (a UserError naming `what`, e.g. "--output"): an empty one
+    (or only spaces), "-" for a `folder` (standard output holds one stream, not files), and for a file a
+    name ending in a slash that is no existing folder (a slash names a folder; a file is never made there)."""
+    name = os.fspath(path)
+    if not name.strip():
+        allowed = "a folder name (. for this folder)" if folder else f"a file name or {STDOUT} for standard output"
+        raise UserError(f"{what} {name!r} is empty; give {allowed}")
+    if folder and name == STDOUT:
+        raise UserError(f"{what} {STDOUT} would be standard output, which cannot hold a folder of files; give a "
+                        f"folder name (./{STDOUT} for a folder named {STDOUT})")
+    if not folder and name.endswith(("/", os.sep)) and not os.path.isdir(name):
+        raise UserError(f"{what} {name} ends with a slash, so it names a folder, and there is no such folder; "
+                        "give a file name")
+
+
+def check_output(path: str | os.PathLike, *, what: str = "--output") -> None:
+    """Refuse, before any work, a file a user named that `write_output` could not write, with one line
+    naming `what`: "-" (standard output) passes; a FIFO, a device or a pipe this process may write passes;
+    else the name (`check_output_name`), then, following a symbolic link to its target, not a directory,
+    and the closest existing folder above it one this process may write in (missing folders are made)."""
+    check_output_name(path, what=what)
+    if os.fspath(path) == STDOUT:
+        return
+    path = Path(path)
+    if is_special_file(path):
+        if not os.access(path, os.W_OK):
+            raise UserError(f"{what} {path} is not writable")
+        return
+    if path.is_dir():
+        raise UserError(f"{what} {path} is a directory; give a file path")
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    nearest = next(p for p in target.parents if p.exists())  # the closest existing ancestor
+    if not nearest.is_dir():
+        raise UserError(f"{what} {path}: {nearest} is a file; give a file path in a directory")
+    if not os.access(nearest, os.W_OK):
+        raise UserError(f"{what} {path}: directory {nearest} is not writable")
+
+
+def check_output_dir(path: str | os.PathLike, *, what: str = "--out-dir") -> None:
+    """Refuse, before any work, a folder a user named for several files, with one line naming `what`: an
+    empty name, "-", and anything there that is no folder (a file, a FIFO, a device, a link to one). A
+    missing folder, or a dangling link (its target), is made when the first file is written."""
+    check_output_name(path, what=what, folder=True)
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{what} {path} is not a folder; give a folder (a missing one is made)")
+
+
 def is_special_file(path: str | os.PathLike) -> bool:
     """Whether `path` is (or links to) something `write_output` writes in place: not a regular file, not
     a directory, and there."""
@@ -74,6 +152,12 @@ def is_special_file(path: str | os.PathLike) -> bool:
     except OSError:
         return False
     return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def is_stream(path: str | os.PathLike) -> bool:
+    """Whether `path` is standard output ("-") or a special file (`is_special_file`): a target whose name
+    says nothing of the format wanted, so a picture or a page written there takes its command's default."""
+    return os.fspath(path) == STDOUT or is_special_file(path)
 
 
 @contextmanager
@@ -88,8 +172,11 @@ def atomic_directory(path: str | os.PathLike, *, keep_previous_as: str | os.Path
 
     An exception in the block or while publishing (a full disk) removes the sibling and leaves the old
     `path` as it was, and goes on; a crash (power loss, SIGKILL) can leave only a stale sibling behind,
-    never a half-written `path`."""
+    never a half-written `path`. A symbolic link at `path` stays a link: its target (made if dangling) is
+    the directory written."""
     path = Path(path)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:12]}"
     tmp.mkdir()
@@ -164,5 +251,5 @@ def sha256(file: Path) -> str:
     return digest.hexdigest()
 
 
-__all__ = ["atomic_directory", "fsync_dir", "fsync_tree", "is_special_file", "sha256", "write_atomic",
-           "write_output"]
+__all__ = ["STDOUT", "atomic_directory", "check_output", "check_output_dir", "check_output_name", "fsync_dir",
+           "fsync_tree", "is_special_file", "is_stream", "sha256", "write_atomic", "write_output"]

@@ -48,7 +48,7 @@ from tformer.errors import UserError
 
 EXIT_USER_ERROR = 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool that SIGPIPE ended
-GROUPS = (train, average, translate, lm, classify, convert, viz, serve, recipes)  # the order `tformer --help` lists them in
+GROUPS = (train, translate, lm, classify, convert, average, viz, serve, recipes)  # the order `--help` lists them in
 
 
 def main(argv: list[str] | None = None) -> int:

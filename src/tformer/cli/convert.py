@@ -19,19 +19,21 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     group.add_argument("--from-hf", metavar="DIR", help="a local Hugging Face model directory to import")
     group.add_argument("--to-hf", metavar="CHECKPOINT", help="a tformer checkpoint to export")
     group.add_argument("--to-ct2", metavar="CHECKPOINT", help="a tformer checkpoint to export for CTranslate2")
-    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--out", required=True, help="output directory (a symbolic link: its target is written)")
     p.add_argument("--quantization", metavar="TYPE", type=options.text,
                    help="with --to-ct2: the weights' type, e.g. int8 or float16 (default float32)")
     p.set_defaults(run=cmd_convert)
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
+    from tformer.files import check_output_name
     from tformer.interop import checkpoint_to_hf, from_hf
     from tformer.interop.hf import tokenizer_file
     from tformer.training.checkpoint import save_checkpoint
 
     if args.quantization is not None and not args.to_ct2:
         raise UserError(f"--quantization {args.quantization} applies to --to-ct2 only")
+    check_output_name(args.out, what="--out", folder=True)  # what is there: each writer's own check
     if args.to_ct2:
         from tformer.interop.ct2 import checkpoint_to_ct2
 
@@ -56,5 +58,5 @@ class CopiedFile:
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def save(self, directory: Path) -> None:
+    def save(self, directory: Path) -> None:  # into the checkpoint's temporary folder (files.atomic_directory)
         shutil.copy(self.path, directory / self.path.name)

@@ -13,7 +13,6 @@ input (translate, classify): line by line as the lines arrive from a pipe, whole
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable, Iterable
 
 from tformer.cli import options
@@ -62,23 +61,21 @@ def is_std(path: str | None) -> bool:
     return path is None or path == STD
 
 
-def check_output(path: str | None) -> None:
-    """Refuse an output file that cannot be written before any work starts, not after."""
-    from tformer.data.lines import check_writable
+def check_output(path: str | None, *, what: str = "--output") -> None:
+    """Refuse an output file that cannot be written before any work starts, not after
+    (`files.check_output`: - is stdout; an empty name, a directory, a missing folder/ are refused)."""
+    from tformer.files import check_output
 
-    if not is_std(path):
-        check_writable(path, what="--output")
+    if path is not None:
+        check_output(path, what=what)
 
 
 def write_text(path: str | None, text: str) -> None:
-    """`text` to stdout (flushed), or to the file `path` (`files.write_output`: atomic for a regular file)."""
-    if is_std(path):
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    else:
-        from tformer.files import write_output
+    """`text` to stdout (flushed), or to the file `path`: both by `files.write_output`, the one writer of
+    what a user names (atomic for a regular file; a link's target, a FIFO or a device in place)."""
+    from tformer.files import write_output
 
-        write_output(path, text)
+    write_output(STD if path is None else path, text)
 
 
 def answer_lines(args: argparse.Namespace, answer: Callable[[list[str], int], Iterable[str]], *,

@@ -41,7 +41,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=options.integer(), default=None, help="score only the first N sentences")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object: scores, sacrebleu signatures, sentences, decoding settings")
-    p.add_argument("--hyp-out", metavar="FILE", help="also write the translations there, one a line")
+    p.add_argument("--hyp-out", metavar="FILE", help="also write the translations there, one a line; - for stdout")
     shared.add_output(p, "the report")
     add_decode_args(p)
     shared.add_placement(p, int8=True)
@@ -87,7 +87,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from tformer.data.lines import check_writable, format_lines
+    from tformer.data.lines import format_lines
     from tformer.files import write_output
     from tformer.inference import decode_config
     from tformer.tasks.translation import evaluate_checkpoint, evaluation_report, run_recipe
@@ -95,13 +95,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise UserError(f"--limit={args.limit} must be a positive integer")
     shared.check_output(args.output)
-    if args.hyp_out is not None:
-        check_writable(args.hyp_out, what="--hyp-out")
+    shared.check_output(args.hyp_out, what="--hyp-out")
     recipe = run_recipe(args.checkpoint, command="evaluate", required=True)
     decode = decode_config(recipe.decode, **decode_args(args))
     scores, pairs, hyps = evaluate_checkpoint(args.checkpoint, recipe.data, args.split, decode, limit=args.limit,
                                               progress=True, **shared.placement(args))
-    if args.hyp_out is not None:
+    if args.hyp_out is not None:  # "-": the translations, then the report, on stdout
         write_output(args.hyp_out, format_lines(hyps))
     if args.json:
         report = evaluation_report(scores, split=args.split, decode=decode, checkpoint=str(args.checkpoint))
@@ -115,10 +114,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from tformer.cli.train import report_interrupt
     from tformer.tasks import load_recipe
-    from tformer.tasks.translation import evaluate_checkpoint, save_test_results, train_translation
+    from tformer.tasks.translation import check_test_split, evaluate_checkpoint, save_test_results, train_translation
     from tformer.training.loop import stop_summary
 
     recipe = load_recipe(args.config, args.overrides)
+    check_test_split(recipe.data)  # scored after the training: a missing one is refused before it
     print(f"training {recipe.model.preset} {recipe.data.src}->{recipe.data.tgt} for up to "
           f"{recipe.train.time_budget_min} min / {recipe.train.max_steps} steps; run directory {recipe.out_dir}")
     start = time.perf_counter()

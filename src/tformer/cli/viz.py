@@ -7,9 +7,11 @@
     tformer plot complexity [--results docs/bench/complexity/results.json] [--out-dir DIR] [--format png|svg]
     tformer report RUN_DIR [-o FILE]
 
-A FILE's suffix picks the format (.png or .svg); `-o`, `--output` and `--out` are one option. Bad values
-raise ValueError, which `tformer.cli.main` prints as one line `tformer: error: ...` with exit code 2. Each
-command prints the paths it wrote.
+A FILE's suffix picks the format (.png or .svg; PNG for - (stdout), a FIFO or a device); `-o`, `--output` and
+`--out` are one option. Every file and folder named is checked before any work (`files.check_output`,
+`files.check_output_dir`) and written by the one writer (`files.write_output`). Bad values raise UserError,
+which `tformer.cli.main` prints as one line `tformer: error: ...` with exit code 2. Each command prints the
+paths it wrote (nothing when the picture itself went to stdout).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--layer", type=options.integer(), help="only this layer (0-based)")
     p.add_argument("--head", type=options.integer(), help="only this head (0-based)")
     p.add_argument("-o", "--output", "--out", dest="out", default="attention.png", metavar="FILE",
-                   help="output .png or .svg")
+                   help="output .png or .svg, or - for stdout (PNG)")
     shared.add_placement(p)
     p.set_defaults(run=cmd_attention)
 
@@ -48,7 +50,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = plots.add_parser("curves", help="loss, learning rate, tokens/s and validation metrics of runs, overlaid")
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories holding metrics.jsonl")
     p.add_argument("-o", "--output", "--out", dest="out", default="curves.png", metavar="FILE",
-                   help="output .png or .svg")
+                   help="output .png or .svg, or - for stdout (PNG)")
     p.set_defaults(run=cmd_curves)
 
     p = plots.add_parser("complexity", help="the complexity benchmark's results, log-log with fitted slopes")
@@ -59,7 +61,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="a self-contained HTML page about a run: curves, metrics, samples, attention")
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (metrics.jsonl, checkpoints)")
     p.add_argument("-o", "--output", "--out", dest="out", metavar="FILE",
-                   help="output .html (default: RUN_DIR/report.html)")
+                   help="output .html, or - for stdout (default: RUN_DIR/report.html)")
     p.set_defaults(run=cmd_report)
 
 
@@ -68,24 +70,33 @@ def add_out_dir(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", default="png", choices=("png", "svg"), help="the pictures' file format")
 
 
+def wrote(path: str | Path) -> None:
+    """Say which file was written, unless the picture or page itself went to stdout."""
+    if not shared.is_std(str(path)):
+        print(f"wrote {path}")
+
+
 def cmd_attention(args: argparse.Namespace) -> int:
     from tformer.inference import load
     from tformer.viz.attention import attention_maps, plot_attention, select
     from tformer.viz.figures import output_format, save_figure
 
-    output_format(args.out)  # a bad suffix fails before the model runs
+    shared.check_output(args.out)  # a bad target or suffix fails before the model runs
+    output_format(args.out)
     loaded = load(args.checkpoint, **shared.placement(args))
     maps = attention_maps(loaded.model, loaded.tokenizer, args.text, target=args.target)
     select(maps, part=args.part, layer=args.layer, head=args.head)  # a bad --part/--layer/--head fails here
-    print(f"wrote {save_figure(plot_attention(maps, part=args.part, layer=args.layer, head=args.head), args.out)}")
+    wrote(save_figure(plot_attention(maps, part=args.part, layer=args.layer, head=args.head), args.out))
     return 0
 
 
 def cmd_positions(args: argparse.Namespace) -> int:
+    from tformer.files import check_output_dir
     from tformer.viz.figures import save_figure
     from tformer.viz.positions import check_sizes, plot_alibi, plot_rope, plot_sinusoidal
 
     check_sizes(max_len=args.max_len, d_model=args.d_model, heads=args.heads)
+    check_output_dir(args.out_dir)
     out = Path(args.out_dir)
     for name, fig in (("sinusoidal", plot_sinusoidal(args.max_len, args.d_model)),
                       ("rope", plot_rope(args.max_len, args.d_model)),
@@ -98,16 +109,19 @@ def cmd_curves(args: argparse.Namespace) -> int:
     from tformer.viz.curves import plot_curves, read_metrics
     from tformer.viz.figures import output_format, save_figure
 
+    shared.check_output(args.out)
     output_format(args.out)
     runs = {str(run): read_metrics(run) for run in args.runs}
-    print(f"wrote {save_figure(plot_curves(runs), args.out)}")
+    wrote(save_figure(plot_curves(runs), args.out))
     return 0
 
 
 def cmd_complexity(args: argparse.Namespace) -> int:
+    from tformer.files import check_output_dir
     from tformer.viz.complexity import PLOTS, plot_complexity, read_results
     from tformer.viz.figures import save_figure
 
+    check_output_dir(args.out_dir)
     data = read_results(args.results)
     for axis, key, stem, what, ylabel in PLOTS:
         fig = plot_complexity(data, axis=axis, key=key, what=what, ylabel=ylabel)
@@ -118,5 +132,6 @@ def cmd_complexity(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from tformer.tasks.report import write_report
 
-    print(f"wrote {write_report(args.run_dir, args.out)}")
+    shared.check_output(args.out)  # None: RUN_DIR/report.html
+    wrote(write_report(args.run_dir, args.out))
     return 0

@@ -14,7 +14,6 @@ Every problem is a one-line ValueError naming the bad value and the known names.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 from tformer.errors import UserError
@@ -67,8 +66,7 @@ def copy(name: str, dest: str | os.PathLike, *, overwrite: bool = False) -> Path
     text = source.read_bytes()
     dest = os.fspath(dest)
     if dest == "-":
-        sys.stdout.buffer.write(text)
-        sys.stdout.flush()
+        write_output(dest, text)
         return None
     if not dest.strip():
         raise UserError(f"DEST {dest!r} is empty; give a file to write, a folder, or - for standard output")

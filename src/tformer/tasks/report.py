@@ -115,13 +115,15 @@ def build_report(run_dir: str | Path) -> str:
 
 
 def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
-    """Build the page and write it to `out` (default RUN_DIR/report.html; `figures.write_file`: a regular file
-    atomically, a symbolic link's target or a FIFO in place); returns the path."""
+    """Build the page and write it to `out` (default RUN_DIR/report.html; `figures.write_file`: - to stdout, a
+    regular file atomically, a symbolic link's target or a FIFO in place); returns the path."""
+    from tformer.files import is_stream
+
     run = Path(run_dir)
     if not run.is_dir():
         raise UserError(f"run directory {run} does not exist")
     path = Path(out) if out is not None else run / "report.html"
-    if path.suffix.lower() not in (".html", ".htm"):
+    if path.suffix.lower() not in (".html", ".htm") and not is_stream(path):  # stdout, a FIFO: no suffix to read
         raise UserError(f"output file {path} has suffix {path.suffix or '(none)'!r}; use .html")
     return write_file(path, build_report(run).encode("utf-8"))
 

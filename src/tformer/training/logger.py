@@ -44,6 +44,8 @@ class Logger:
 
             purge = None if resume_at is None else resume_at + 1  # a resumed run drops the events after last
             self.tb = SummaryWriter(str(out_dir / "tensorboard"), purge_step=purge)
+        # the run's own log, appended a record at a time as training goes (a whole-file atomic write would
+        # rewrite it every step); only the trim on resume above replaces it, through write_atomic
         self.file = open(path, "a" if resume_at is not None else "w")  # noqa: SIM115
 
     def write(self, record: dict[str, Any]) -> None:

@@ -37,17 +37,22 @@ def new_figure(width: float, height: float) -> Figure:
 
 
 def output_format(path: str | os.PathLike) -> str:
-    """"png" or "svg" from the suffix of `path`; a ValueError naming the path for anything else."""
+    """"png" or "svg" from the suffix of `path`; "png" for standard output ("-"), a FIFO, a device or a pipe
+    that has no suffix (`files.is_stream`); a UserError naming the path for anything else."""
+    from tformer.files import is_stream
+
     suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS and is_stream(path):
+        return "png"
     if suffix not in FORMATS:
         raise UserError(f"output file {path} has suffix {suffix or '(none)'!r}; use .png or .svg")
     return FORMATS[suffix]
 
 
 def write_file(path: str | os.PathLike, data: bytes) -> Path:
-    """`tformer.files.write_output` (a regular file atomically; a symbolic link's target, a FIFO or a pipe in
-    place), with an OSError (a read-only directory, a full disk) turned into a one-line ValueError naming the
-    path."""
+    """`tformer.files.write_output` (- to stdout; a regular file atomically; a symbolic link's target, a FIFO
+    or a pipe in place), with an OSError (a read-only directory, a full disk) turned into a one-line UserError
+    naming the path."""
     from tformer.files import write_output
 
     try:
