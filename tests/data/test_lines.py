@@ -5,6 +5,7 @@ whose messages every reader of `tformer.data` shares."""
 from __future__ import annotations
 
 import io
+import os
 import re
 import sys
 from pathlib import Path
@@ -17,6 +18,8 @@ from tformer.data.lines import (
     check_line_lengths,
     decode_utf8,
     format_lines,
+    line_batches,
+    normalise_text,
     read_jsonl_records,
     read_lines,
     read_utf8,
@@ -51,6 +54,33 @@ def test_stdin_and_a_file_read_alike(data: bytes, tmp_path: Path, monkeypatch: p
     assert read_lines(None) == read_lines(tmp_path / "in.txt") == ["the cat", "sees\u2028it"]
     stdin(monkeypatch, data)
     assert read_lines("-") == ["the cat", "sees\u2028it"]
+
+
+@pytest.mark.parametrize(("text", "normal"), [
+    ("\ufeffIn the beginning", "In the beginning"), ("\ufeff", ""), ("\ufeff\ufeff", ""), ("\ufeff \t", " \t"),
+    ("\ufeff\ufeffa", "a"), ("a\ufeffb", "a\ufeffb"), ("a\ufeff", "a\ufeff"), (" \ufeffa", " \ufeffa"), ("", ""),
+])
+def test_normalise_text_drops_the_byte_order_marks_a_text_starts_with(text: str, normal: str) -> None:
+    """Only marks that start the text: inside it U+FEFF is a zero-width no-break space (text)."""
+    assert normalise_text(text) == normal
+    assert normalise_text(normal) == normal  # normalising twice changes nothing
+
+
+def test_every_line_read_drops_its_byte_order_mark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line that starts with a mark reads as the line without it (a file made of files that each had one),
+    and a line that is only a mark as an empty line, from a file, from stdin read whole or read live."""
+    data = "\ufeffone\n\ufefftwo\r\n\ufeff\nthree\ufefffour\n".encode()
+    expected = ["one", "two", "", "three\ufefffour"]
+    (tmp_path / "in.txt").write_bytes(data)
+    assert read_lines(tmp_path / "in.txt") == expected
+    stdin(monkeypatch, data)
+    assert read_lines(None) == expected
+    read, write = os.pipe()
+    os.write(write, data)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(pipe, encoding="utf-8"))
+        assert [line for batch in line_batches(None, max_batch=2) for line in batch] == expected
 
 
 def test_a_bad_byte_is_named_with_its_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

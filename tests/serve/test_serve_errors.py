@@ -77,7 +77,8 @@ def test_bad_bodies_are_refused_in_one_line_and_never_with_a_500(path: str, serv
     ({"text": "the " * 300}, ["tokens", "at most 48", "max_len=48"]),
     ({"texts": ["a"] * 17}, ["17 strings", "at most 16", "--max-batch"]),
     ({"texts": ["a", 3]}, ["texts[1]=3", "valid string"]),
-    ({"text": "a", "beam": 0}, ["beam=0", "give 1 (greedy) to 16"]),
+    ({"text": "a", "beam": 0}, ["beam=0 must be at least 1 (1 = greedy)"]),
+    ({"text": "a", "beam": 17}, ["beam=17 is not allowed; give 1 (greedy) to 16 (this server's most)"]),
     ({"text": "a", "beam": "4"}, ["beam='4'", "valid integer"]),
     ({"text": "a\ud800"}, ["not valid JSON", "column 18"]),  # a lone surrogate is no character
     ({"text": "a\nb"}, ["line break"]),

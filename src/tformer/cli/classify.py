@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 
 from tformer.cli import options, shared
-from tformer.errors import UserError
 
 BATCH = 64  # texts classified together
 
@@ -26,10 +25,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 def cmd_classify(args: argparse.Namespace) -> int:
     from tformer.data.lines import source_name
-    from tformer.inference import load, top_labels
+    from tformer.inference import check_top, load, top_labels
 
-    if args.top < 1:
-        raise UserError(f"--top={args.top} must be a positive integer")
+    check_top(args.top, what="--top")  # before the load
     shared.check_output(args.output)
     loaded = load(args.checkpoint, command="classify", **shared.placement(args))
 

@@ -9,6 +9,11 @@ separators \\x1c-\\x1e, which appear inside real sentences (PDF extractions, old
 give 6 out. stdin is read as bytes and decoded here, as a file is, so a byte that is not UTF-8 gets the same
 message from both, whatever the locale.
 
+A byte-order mark (U+FEFF) that starts a text is no part of it (`normalise_text`): the readers here drop it
+from every line, the server from every text it is sent, and the library's inference functions from what they
+are given, so "\\ufeffIn the beginning" is answered as "In the beginning" and a line that is only a mark is an
+empty line. A U+FEFF inside a text is a zero-width no-break space, and stays.
+
 Also the one UTF-8 decoder of a user's file (`decode_utf8`, `read_utf8`: every reader in `tformer.data`
 calls it) and the one JSON Lines reader (`read_jsonl_records`), so that a bad byte or a bad record line
 gets one message, whichever reader meets it:
@@ -36,6 +41,7 @@ from tformer.files import is_special_file
 STDIN = "stdin"
 TRUNCATE_NOTE = "; shorten it, or cut it to the context on purpose (--truncate; truncate=True)"
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
+BOM = "\ufeff"  # the byte-order mark, U+FEFF
 
 
 class DataError(UserError):
@@ -49,7 +55,8 @@ def source_name(path: str | os.PathLike | None) -> str:
 
 def read_lines(path: str | os.PathLike | None) -> list[str]:
     """The lines of UTF-8 text from the file `path`, or from stdin when it is None or "-", without their
-    line ends (see the module docstring). A UTF-8 byte-order mark at the start is dropped."""
+    line ends (see the module docstring). A byte-order mark at the start of a line is dropped
+    (`normalise_text`)."""
     name = source_name(path)
     if name == STDIN:
         if sys.stdin is None:  # started with stdin closed (`<&-`)
@@ -62,7 +69,15 @@ def read_lines(path: str | os.PathLike | None) -> list[str]:
             raise UserError(f"input file {path} does not exist") from None
         except IsADirectoryError:
             raise UserError(f"input file {path} is a directory; give a file of text, one item a line") from None
-    return split_lines(decode_utf8(raw, where=name))
+    return text_lines(decode_utf8(raw, where=name))
+
+
+def normalise_text(text: str) -> str:
+    """`text` without the byte-order marks (U+FEFF) it starts with: the one normalisation of a user's text,
+    made by the line readers, the server and the library's inference functions alike (all of them, so that
+    normalising twice changes nothing). A U+FEFF after the first other character is a zero-width no-break
+    space, which is text, and stays."""
+    return text.lstrip(BOM)
 
 
 def decode_utf8(raw: bytes, *, where: str, first_line: int = 1) -> str:
@@ -79,7 +94,7 @@ def decode_utf8(raw: bytes, *, where: str, first_line: int = 1) -> str:
         column = e.start - raw.rfind(b"\n", 0, e.start)  # counted from the line's "\n", or from -1 on line 1
         raise DataError(f"{where}:{line}: not valid UTF-8 (byte {raw[e.start]:#04x} at column {column}); "
                         f"the text must be UTF-8") from None
-    return text.removeprefix("\ufeff") if first_line == 1 else text
+    return text.removeprefix(BOM) if first_line == 1 else text
 
 
 def existing_file(path: str | os.PathLike) -> Path:
@@ -172,7 +187,7 @@ def _live_batches(fd: int, *, max_batch: int) -> Iterator[list[str]]:
         whole, pending = pending[:cut], pending[cut:]
         if not whole:
             continue
-        lines = split_lines(decode_utf8(whole, where=STDIN, first_line=line))
+        lines = text_lines(decode_utf8(whole, where=STDIN, first_line=line))
         line += whole.count(b"\n")
         for start in range(0, len(lines), max_batch):
             yield lines[start : start + max_batch]
@@ -186,6 +201,11 @@ def split_lines(text: str) -> list[str]:
     if lines[-1] == "":  # the "\n" that ends the last line
         lines.pop()
     return [line.removesuffix("\r") for line in lines]
+
+
+def text_lines(text: str) -> list[str]:
+    """The lines of a user's `text` (`split_lines`), each without a leading byte-order mark (`normalise_text`)."""
+    return [normalise_text(line) for line in split_lines(text)]
 
 
 def format_lines(items: Iterable[str]) -> str:
@@ -225,6 +245,6 @@ def check_writable(path: str | os.PathLike, *, what: str) -> None:
         raise UserError(f"{what} {path}: directory {nearest} is not writable")
 
 
-__all__ = ["JSONL_SUFFIXES", "STDIN", "TRUNCATE_NOTE", "DataError", "check_line_lengths", "check_writable",
-           "decode_utf8", "existing_file", "format_lines", "line_batches", "read_jsonl_records", "read_lines",
-           "read_utf8", "source_name", "split_lines"]
+__all__ = ["BOM", "JSONL_SUFFIXES", "STDIN", "TRUNCATE_NOTE", "DataError", "check_line_lengths", "check_writable",
+           "decode_utf8", "existing_file", "format_lines", "line_batches", "normalise_text", "read_jsonl_records",
+           "read_lines", "read_utf8", "source_name", "split_lines", "text_lines"]

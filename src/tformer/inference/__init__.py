@@ -11,12 +11,12 @@ This layer sits below the recipes (`tasks/`), the server (`serve/`) and the CLI,
 above decoding/: it never imports the training loop.
 """
 
-from tformer.inference.classify import classify, label_names, top_labels
+from tformer.inference.classify import check_top, classify, label_names, top_labels
 from tformer.inference.generate import Sample, TextStream, continue_prompt, prompt_ids, sample_prompts
 from tformer.inference.loaded import NEEDS, Loaded, check_kind, checkpoint_kind, load
 from tformer.inference.score import read_scored_lines, score_lines, score_pairs, token_scores
 from tformer.inference.translate import DecodeConfig, decode_config, run_decode, translate
 
-__all__ = ["NEEDS", "DecodeConfig", "Loaded", "Sample", "TextStream", "check_kind", "checkpoint_kind", "classify",
-           "continue_prompt", "decode_config", "label_names", "load", "prompt_ids", "read_scored_lines",
+__all__ = ["NEEDS", "DecodeConfig", "Loaded", "Sample", "TextStream", "check_kind", "check_top", "checkpoint_kind",
+           "classify", "continue_prompt", "decode_config", "label_names", "load", "prompt_ids", "read_scored_lines",
            "run_decode", "sample_prompts", "score_lines", "score_pairs", "token_scores", "top_labels", "translate"]

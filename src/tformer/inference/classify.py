@@ -12,9 +12,11 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
+from tformer.configio import shown
 from tformer.data.device import device_of, to_device
-from tformer.data.lines import TRUNCATE_NOTE, check_line_lengths
+from tformer.data.lines import TRUNCATE_NOTE, check_line_lengths, normalise_text
 from tformer.data.padding import pad, valid_mask
+from tformer.errors import UserError
 
 
 class ClassBatch(NamedTuple):
@@ -40,6 +42,16 @@ def collate_texts(rows: list[list[int]], labels: list[int], *, pad_id: int) -> C
     return ClassBatch(ids, valid_mask([len(r) for r in rows], width=ids.shape[1]), torch.tensor(labels))
 
 
+def check_top(top: int, *, what: str = "top") -> None:
+    """The one check of how many labels to return (`top_labels`, `tformer classify --top`, the server's /classify):
+    a positive integer that fits 64 bits (more than the model has returns them all); a ValueError naming it as
+    `what` otherwise."""
+    if top < 1:
+        raise UserError(f"{what}={top} must be a positive integer (the labels to return)")
+    if top >= 2**63:
+        raise UserError(f"{what}={shown(top)} does not fit 64 bits; give an integer in [1, 2**63 - 1]")
+
+
 def label_names(config: Any) -> list[str]:
     """The classifier's labels as named in training, else LABEL_<i>."""
     return list(config.label_names) or [f"LABEL_{i}" for i in range(config.n_labels)]
@@ -50,7 +62,9 @@ def classify(model: nn.Module, tokenizer: Any, texts: list[str], *, truncate: bo
              where: str = "input", batch_size: int = 64, first_line: int = 1) -> Tensor:
     """Class probabilities (N, C) of `texts`, in input order (float32, on the CPU, wherever the model runs).
     A text longer than the context (max_len - 2 pieces) is refused, naming its line of `where` (counted from
-    `first_line`), unless `truncate`, which classifies its first pieces."""
+    `first_line`), unless `truncate`, which classifies its first pieces. A text's leading byte-order mark is
+    dropped (`data.lines.normalise_text`)."""
+    texts = [normalise_text(t) for t in texts]
     rows = encode_texts(tokenizer, texts, model.config.max_len, truncate=truncate, where=where,
                         first_line=first_line)
     out = torch.empty(len(rows), model.config.n_labels)
@@ -65,6 +79,7 @@ def top_labels(model: nn.Module, tokenizer: Any, texts: list[str], *, top: int =
                where: str = "input", first_line: int = 1) -> list[list[tuple[str, float]]]:
     """The `top` most likely labels of each text (all of them if there are fewer), with their probabilities,
     most likely first, named by `label_names`. `truncate`, `where`, `first_line`: as `classify`'s."""
+    check_top(top)
     config = model.config
     names = label_names(config)
     probs = classify(model, tokenizer, texts, truncate=truncate, where=where, first_line=first_line)  # (N, C)
@@ -73,4 +88,4 @@ def top_labels(model: nn.Module, tokenizer: Any, texts: list[str], *, top: int =
             for values, indices in zip(best.values.tolist(), best.indices.tolist(), strict=True)]
 
 
-__all__ = ["ClassBatch", "classify", "collate_texts", "encode_texts", "label_names", "top_labels"]
+__all__ = ["ClassBatch", "check_top", "classify", "collate_texts", "encode_texts", "label_names", "top_labels"]

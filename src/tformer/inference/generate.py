@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 from torch import nn
 
 from tformer.config import GPTConfig
+from tformer.data.lines import normalise_text
 from tformer.decoding import generate
 from tformer.decoding.generate import check_max_new_tokens
 from tformer.decoding.layout import DecodingLayout
@@ -22,9 +23,10 @@ from tformer.errors import UserError
 def prompt_ids(tokenizer: Any, config: GPTConfig, prompt: str) -> list[int]:
     """The ids a continuation of `prompt` starts from: the model's start token (bos_id, the token a document
     starts after), if it has one, then the prompt's; a ValueError if there are none, or if they fill the
-    context and leave no room to generate."""
+    context and leave no room to generate. A leading byte-order mark is no part of the prompt
+    (`data.lines.normalise_text`)."""
     start = [] if config.bos_id is None else [config.bos_id]
-    ids = start + tokenizer.encode(prompt)
+    ids = start + tokenizer.encode(normalise_text(prompt))
     if not ids:
         raise UserError("the prompt is empty and the model has no bos_id to start from")
     if len(ids) >= config.max_len:
@@ -66,6 +68,7 @@ def continue_prompt(model: nn.Module, tokenizer: Any, prompt: str, *, max_new_to
     check_max_new_tokens(max_new_tokens)
     check_sampling(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
     config = model.config
+    prompt = normalise_text(prompt)
     ids = prompt_ids(tokenizer, config, prompt)
     stop = () if not stop_at_eos or config.eos_id is None else (config.eos_id,)
     produced = TextStream(tokenizer)

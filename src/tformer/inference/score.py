@@ -10,7 +10,7 @@ from typing import Any
 
 from torch import nn
 
-from tformer.data.lines import read_lines, source_name
+from tformer.data.lines import normalise_text, read_lines, source_name
 from tformer.decoding import TextScore, conditional_log_probs, score_sequences
 from tformer.errors import UserError
 
@@ -26,15 +26,17 @@ def read_scored_lines(path: str | os.PathLike) -> dict[int, str]:
 
 def score_lines(model: nn.Module, tokenizer: Any, lines: list[str]) -> list[TextScore]:
     """Each line's score under a GPT, read as a document (after the model's start token, if it has one,
-    so every token is scored; without one the first token is context only)."""
+    so every token is scored; without one the first token is context only). A line's leading byte-order mark
+    is dropped (`data.lines.normalise_text`)."""
+    lines = [normalise_text(line) for line in lines]
     scores = score_sequences(model, [tokenizer.encode(line) for line in lines], bos_id=model.config.bos_id)
     return [TextScore(log_prob=s.log_prob, n_tokens=s.n_tokens, token_log_probs=s.token_log_probs,
                       n_chars=len(line), n_bytes=len(line.encode())) for s, line in zip(scores, lines, strict=True)]
 
 
 def token_scores(tokenizer: Any, line: str, score: TextScore) -> list[tuple[str, float]]:
-    """(token text, log p(x_t | x_<t)) of each scored token of `line`, in order."""
-    ids = tokenizer.encode(line)  # without a start token the first one is context, not scored
+    """(token text, log p(x_t | x_<t)) of each scored token of `line` (as `score_lines` read it), in order."""
+    ids = tokenizer.encode(normalise_text(line))  # without a start token the first one is context, not scored
     scored = ids[len(ids) - score.n_tokens :]
     return [(tokenizer.decode([token]), lp) for token, lp in zip(scored, score.token_log_probs.tolist(), strict=True)]
 
@@ -43,10 +45,10 @@ def score_pairs(model: nn.Module, tokenizer: Any, lines: list[str], *, where: st
                 numbers: list[int] | None = None) -> list[float]:
     """log p(target | source) of each `source<TAB>target` line under an encoder-decoder, the target's end
     token included. Errors name the line as `where:number` (`numbers`: the lines' numbers in the file
-    `where`; default 1, 2, ...)."""
+    `where`; default 1, 2, ...). Each side's leading byte-order mark is dropped (`data.lines.normalise_text`)."""
     max_len = model.config.max_len
     numbers = numbers or list(range(1, len(lines) + 1))
-    pairs = [line.split("\t") for line in lines]
+    pairs = [[normalise_text(side) for side in line.split("\t")] for line in lines]
     bad = next((i for i, p in enumerate(pairs) if len(p) != 2), None)
     if bad is not None:
         raise UserError(f"{where}:{numbers[bad]}: expected source<TAB>target for an encoder-decoder")

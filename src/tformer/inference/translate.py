@@ -18,10 +18,10 @@ from tqdm import tqdm
 
 from tformer.configio import check_finite, from_dict, read_yaml
 from tformer.data.device import device_of
-from tformer.data.lines import TRUNCATE_NOTE, check_line_lengths
+from tformer.data.lines import TRUNCATE_NOTE, check_line_lengths, normalise_text
 from tformer.data.padding import pad
 from tformer.decoding import beam_search, greedy
-from tformer.decoding.beam import STOPPING
+from tformer.decoding.beam import STOPPING, check_beam
 from tformer.decoding.layout import DecodingLayout
 from tformer.errors import UserError
 from tformer.inference.loaded import check_kind
@@ -38,8 +38,7 @@ class DecodeConfig:
 
     def __post_init__(self) -> None:
         check_finite(self, where="decode.")
-        if self.beam < 1:
-            raise UserError(f"decode.beam={self.beam} must be at least 1")
+        check_beam(self.beam, what="decode.beam")
         if self.batch_size < 1:
             raise UserError(f"decode.batch_size={self.batch_size} must be at least 1")
         if self.stopping not in STOPPING:
@@ -85,8 +84,9 @@ def translate(model: nn.Module, tokenizer: Any, sentences: list[str], decode: De
     A sentence longer than the model's context (max_len tokens) is refused with a ValueError naming its
     line of `where` (counted from `first_line`), unless `truncate`, which translates its first max_len tokens
     (as evaluation over a corpus does). `progress`: a bar over the sentences on stderr (a test set with beam
-    search takes minutes). `layout`: the model's decoding layout, kept by its holder (`Loaded.layout`)."""
-    ids = tokenizer.encode_batch(sentences)
+    search takes minutes). `layout`: the model's decoding layout, kept by its holder (`Loaded.layout`).
+    A sentence's leading byte-order mark is dropped (`data.lines.normalise_text`)."""
+    ids = tokenizer.encode_batch([normalise_text(s) for s in sentences])
     limit = model.config.max_len
     if not truncate:
         check_line_lengths(map(len, ids), limit=limit, max_len=limit, where=where, note=TRUNCATE_NOTE,

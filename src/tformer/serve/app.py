@@ -14,7 +14,8 @@
 
 Every answer that is not a success is JSON {"error": "one line"}: 422 for a bad value (naming it and what
 is allowed), 404 for an endpoint this model does not serve (naming those it does), 405 for a wrong method,
-413 for a body over the limit; 500 only for a fault of the server, never for what a client sent.
+413 for a body over the limit; 500 only for a fault of the server, never for what a client sent. HEAD of
+the GET paths is GET without the body; a path with a trailing slash is no endpoint (404), never a redirect.
 Decoding requests go through the micro-batcher (`batching`), which the app starts and stops with its life.
 """
 
@@ -67,7 +68,8 @@ def create_app(service: Service, *, sleep: Sleep = asyncio.sleep) -> FastAPI:
         yield
         await batcher.stop()
 
-    app = FastAPI(title="tformer", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title="tformer", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None,
+                  redirect_slashes=False)  # /translate/ is no endpoint (a 404 naming them), never a redirect
     app.state.service, app.state.batcher = service, batcher
     add_error_handlers(app, service)
     page.add_routes(app)
@@ -84,11 +86,11 @@ def create_app(service: Service, *, sleep: Sleep = asyncio.sleep) -> FastAPI:
         except UserError as e:  # the library refused the input after all
             raise InputError(error_message(e)) from None
 
-    @app.get("/health")
+    @app.api_route("/health", methods=["GET", "HEAD"])  # HEAD: GET's answer without its body
     async def health() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/info")
+    @app.api_route("/info", methods=["GET", "HEAD"])
     async def info() -> dict[str, Any]:
         return {**service.info(), "batches": batcher.stats()}
 
@@ -182,7 +184,9 @@ def add_error_handlers(app: FastAPI, service: Service) -> None:
     async def http_error(request: Request, e: HTTPException) -> JSONResponse:
         where = f"{request.method} {request.url.path}"
         if e.status_code == 404:
-            message = f"no endpoint {request.url.path}; this server has {', '.join(paths)}"
+            slash = next((p for p in paths if p.split(" ")[1] == request.url.path.rstrip("/")), None)
+            hint = f" (without the trailing slash: {slash})" if slash and request.url.path != "/" else ""
+            message = f"no endpoint {request.url.path}{hint}; this server has {', '.join(paths)}"
         elif e.status_code == 405:
             allowed = [p for p in paths if p.split(" ")[1] == request.url.path]
             message = f"{where} is not allowed; use {' or '.join(allowed) or ', '.join(paths)}"

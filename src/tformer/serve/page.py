@@ -27,20 +27,20 @@ def static_file(name: str) -> bytes:
 
 
 def add_routes(app: FastAPI) -> None:
-    """GET / (the page) and GET /static/app.js, /static/style.css."""
+    """GET / (the page) and GET /static/app.js, /static/style.css; HEAD of each (the headers alone)."""
 
     def serve(name: str) -> Response:
         return Response(static_file(name), media_type=FILES[name], headers=HEADERS)
 
-    @app.get("/")
+    @app.api_route("/", methods=["GET", "HEAD"])
     async def index() -> Response:
         return serve("index.html")
 
-    @app.get("/static/app.js")
+    @app.api_route("/static/app.js", methods=["GET", "HEAD"])
     async def script() -> Response:
         return serve("app.js")
 
-    @app.get("/static/style.css")
+    @app.api_route("/static/style.css", methods=["GET", "HEAD"])
     async def style() -> Response:
         return serve("style.css")
 

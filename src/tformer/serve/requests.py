@@ -1,14 +1,18 @@
 """The JSON bodies the endpoints take, as pydantic models, and a request's body read into one.
 
-Every model is strict: a field of the wrong JSON type is refused, not converted ("4" is no beam, 4.0 no
-top_k, true no integer); an unknown field is refused, so a misspelt option cannot be silently ignored; and
-NaN or Infinity is no number. Ranges and limits are checked afterwards, by `service.prepare_*` (the library's
-own checks where it has them). `read_body` turns whatever pydantic refuses into one line naming the field,
-the value and what is allowed, raised as an `InputError` (HTTP 422; 413 for a body over the size limit).
+The JSON itself is read strictly first (`check_json`): an object that repeats a key, at any depth, is refused
+rather than read with the last one winning, and so are NaN, Infinity and -Infinity, which Python's json
+module reads but JSON does not have. Every model is strict: a field of the wrong JSON type is refused, not
+converted ("4" is no beam, 4.0 no top_k, true no integer); an unknown field is refused, so a misspelt option
+cannot be silently ignored; and a number that overflows to infinity (1e400) is no number. Ranges and limits
+are checked afterwards, by `service.prepare_*` (the library's own checks where it has them). `read_body`
+turns whatever pydantic refuses into one line naming the field, the value and what is allowed, raised as an
+`InputError` (HTTP 422; 413 for a body over the size limit).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi import Request
@@ -73,10 +77,38 @@ async def read_body(request: Request, model: type[Body], *, limit: int) -> Any:
         if size > limit:
             raise InputError(f"the body is more than {limit} bytes; this server reads at most {limit}", status=413)
         chunks.append(chunk)
+    raw = b"".join(chunks)
+    check_json(raw)
     try:
-        return model.model_validate_json(b"".join(chunks))
+        return model.model_validate_json(raw)
     except ValidationError as e:
         raise InputError(describe(e.errors()[0], model, request.url.path)) from None
+
+
+def check_json(raw: bytes) -> None:
+    """An InputError if the JSON text `raw` has an object that repeats a key (at any depth: which one would
+    count is a guess a client should not have to make) or holds NaN, Infinity or -Infinity (not JSON). What
+    is not JSON at all (bytes that are not UTF-8, a syntax error, a nesting too deep) is left to pydantic,
+    whose message says where."""
+    try:
+        json.loads(raw.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+    except InputError:
+        raise
+    except (ValueError, RecursionError):  # not UTF-8 or not JSON: pydantic says why
+        return
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise InputError(f"the body repeats the key {shown(key)}; give each key once")
+        seen.add(key)
+    return dict(pairs)
+
+
+def _no_constant(name: str) -> None:
+    raise InputError(f"the body holds {name}, which is not JSON; give a finite number")
 
 
 def describe(error: dict[str, Any], model: type[Body], path: str) -> str:
@@ -108,4 +140,5 @@ def _json_kind(value: object) -> str:
     return "null" if value is None else kinds.get(type(value), type(value).__name__)
 
 
-__all__ = ["AttentionBody", "ClassifyBody", "GenerateBody", "ScoreBody", "TranslateBody", "describe", "read_body"]
+__all__ = ["AttentionBody", "ClassifyBody", "GenerateBody", "ScoreBody", "TranslateBody", "check_json", "describe",
+           "read_body"]

@@ -17,11 +17,15 @@ from typing import Any
 from torch import nn
 
 from tformer.config import TransformerConfig, family_of
+from tformer.data.lines import normalise_text
+from tformer.decoding.beam import check_beam
+from tformer.decoding.generate import check_max_new_tokens
 from tformer.decoding.sampling import check_sampling
 from tformer.errors import UserError
 from tformer.inference import (
     DecodeConfig,
     Loaded,
+    check_top,
     decode_config,
     label_names,
     load,
@@ -159,10 +163,13 @@ def texts_of(text: str | None, texts: list[str] | None, limits: Limits) -> list[
 
 
 def check_text(text: str, name: str, limits: Limits, *, empty: bool = False) -> str:
-    """`text` unless it is empty or only whitespace (unless `empty`), longer than --max-chars, or not valid
-    Unicode (a lone surrogate, which JSON's \\ud800 escapes can carry and no tokenizer can encode)."""
+    """`text` without a leading byte-order mark (`data.lines.normalise_text`, as the command line reads a line),
+    unless that is empty or only whitespace (unless `empty`), longer than --max-chars, or not valid Unicode (a
+    lone surrogate, which JSON's \\ud800 escapes can carry and no tokenizer can encode)."""
+    given, text = text, normalise_text(text)
     if not empty and not text.strip():
-        raise InputError(f"{name} is {'empty' if not text else 'only whitespace'}; give some text")
+        what = "only whitespace" if text else "empty after its byte-order mark" if given else "empty"
+        raise InputError(f"{name} is {what}; give some text")
     if len(text) > limits.max_chars:
         raise InputError(f"{name} has {len(text)} characters; this server takes at most {limits.max_chars} "
                          "(--max-chars)")
@@ -184,9 +191,9 @@ def prepare_translate(service: Service, *, text: str | None, texts: list[str] | 
     for name, t in named:
         if "\n" in t or "\r" in t:
             raise InputError(f"{name} holds a line break; give one sentence a string (texts: a list of them)")
-    widest = min(MAX_BEAM, service.config.vocab_size - 1)  # beam search needs fewer beams than tokens
-    if beam is not None and not 1 <= beam <= widest:
-        raise InputError(f"beam={beam} is not allowed; give 1 (greedy) to {widest}")
+    if beam is not None:  # each sentence costs `beam` rows: at most MAX_BEAM here
+        _library_check(lambda: check_beam(beam, vocab_size=service.config.vocab_size, most=MAX_BEAM,
+                                          limit="this server's most"))
     given = {k: v for k, v in (("beam", beam), ("lenpen", lenpen)) if v is not None}
     decode = _library_check(lambda: dataclasses.replace(service.decode, **given))
     limit = service.text_limit()
@@ -202,11 +209,9 @@ def prepare_generate(service: Service, *, prompt: str, max_new_tokens: int | Non
                      emit: Callable[[str], None] | None = None) -> Job:
 
     limits = service.limits
-    check_text(prompt, "prompt", limits, empty=True)
+    prompt = check_text(prompt, "prompt", limits, empty=True)
     max_new = limits.max_new_tokens if max_new_tokens is None else max_new_tokens
-    if not 0 <= max_new <= limits.max_new_tokens:
-        raise InputError(f"max_new_tokens={max_new} is not allowed; give 0 to {limits.max_new_tokens} "
-                         "(--max-new-tokens)")
+    _library_check(lambda: check_max_new_tokens(max_new, most=limits.max_new_tokens, limit="--max-new-tokens"))
     _library_check(lambda: check_sampling(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed))
     ids = _library_check(lambda: prompt_ids(service.tokenizer, service.config, prompt))
     check_tokens(len(ids), service.text_limit(room=1), "prompt", service, what=", less 1 to generate into")
@@ -230,8 +235,7 @@ def prepare_score(service: Service, *, text: str | None, texts: list[str] | None
 
 def prepare_classify(service: Service, *, text: str | None, texts: list[str] | None, top: int) -> Job:
     named = texts_of(text, texts, service.limits)
-    if top < 1:
-        raise InputError(f"top={top} is not allowed; give a positive integer (the labels to return)")
+    _library_check(lambda: check_top(top))
     limit = service.text_limit(room=2)
     for (name, _), ids in zip(named, service.tokenizer.encode_batch([t for _, t in named]), strict=True):
         check_tokens(len(ids), limit, name, service, what=", less 2 for [CLS] and [SEP]")
@@ -240,11 +244,11 @@ def prepare_classify(service: Service, *, text: str | None, texts: list[str] | N
 
 def prepare_attention(service: Service, *, text: str, target: str | None) -> Job:
     limits = service.limits
-    check_text(text, "text", limits)
+    text = check_text(text, "text", limits)
     if target is not None:
         if service.kind != "seq2seq":
             raise InputError(f"target is only for an encoder-decoder; this is a {service.kind} checkpoint")
-        check_text(target, "target", limits)
+        target = check_text(target, "target", limits)
         check_tokens(len(service.tokenizer.encode(target)), service.text_limit(room=1), "target", service,
                      what=", less 1 for the start symbol")
     if service.kind == "gpt":

@@ -20,8 +20,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import torch
-
 from tformer.decoding import generate
 from tformer.inference import DecodeConfig, Loaded, TextStream, score_lines, token_scores, top_labels, translate
 from tformer.serve.batching import Job
@@ -234,13 +232,16 @@ def _classify(loaded: Loaded, works: list[ClassifyWork]) -> list[list[list[dict]
 
 
 def _attention(loaded: Loaded, works: list[AttentionWork]) -> list[dict[str, Any]]:
+    """The library's maps (`viz.attention.attention_maps`), their float32 weights sent unrounded: each float32
+    is a float64 that JSON carries exactly, so each row sums to 1 as the library's does (rounded to a few
+    decimals, a row's sum would drift by up to half a unit of the last decimal per key)."""
     from tformer.viz.attention import attention_maps
 
     out = []
     for w in works:
         maps = attention_maps(loaded.model, loaded.tokenizer, w.text, target=w.target)
         out.append({"maps": [{"part": m.part, "title": m.title, "queries": m.queries, "keys": m.keys,
-                              "weights": torch.round(m.weights, decimals=4).tolist()} for m in maps]})
+                              "weights": m.weights.tolist()} for m in maps]})
     return out
 
 

@@ -26,6 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from tformer.data.device import device_of
+from tformer.data.lines import normalise_text
 from tformer.errors import UserError
 
 if TYPE_CHECKING:
@@ -111,11 +112,12 @@ def _check_length(n: int, max_len: int, what: str) -> None:
 
 def attention_maps(model: nn.Module, tokenizer: Any, text: str, *, target: str | None = None) -> list[AttentionMap]:
     """The attention maps of `model` on `text` (for an encoder-decoder, the source; its `target` defaults to
-    the model's greedy translation). Every row of every returned matrix sums to 1."""
+    the model's greedy translation). Every row of every returned matrix sums to 1. A leading byte-order mark
+    of `text` or `target` is dropped (`data.lines.normalise_text`)."""
     from tformer.models import GPT, Bert, EncoderDecoder
 
     check_exact(model)
-    ids = tokenizer.encode(text)
+    ids = tokenizer.encode(normalise_text(text))
     if not ids:
         raise UserError(f"--text {text!r} has no tokens; give a sentence")
     if isinstance(model, EncoderDecoder):
@@ -152,7 +154,7 @@ def _seq2seq_maps(model: nn.Module, tokenizer: Any, src_ids: list[int], target: 
     if target is None:
         tgt_ids = greedy(model, src, max_len_a=1.5, max_len_b=10)[0]  # the model's own translation
     else:
-        tgt_ids = tokenizer.encode(target)
+        tgt_ids = tokenizer.encode(normalise_text(target))
         if not tgt_ids:
             raise UserError(f"--target {target!r} has no tokens; give a sentence or leave it out")
     tgt_in = [config.decoder_start_id, *tgt_ids]  # decoder inputs, shifted right
