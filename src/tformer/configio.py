@@ -22,6 +22,7 @@ a, b`. Generic: this module knows no config class (`tformer.config` holds those 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import math
 import reprlib
@@ -242,7 +243,9 @@ def from_dict(cls: type[C], data: dict, *, where: str = "") -> C:
     for key, value in data.items():
         name = f"{where}{key}"
         if key not in known:
-            raise UserError(f"unknown config key {shown(name)}; known keys: {', '.join(sorted(known))}")
+            close = difflib.get_close_matches(str(key), known, n=1)  # a typo: `train.max_step`, `lr` for `optim.lr`
+            hint = f"did you mean {shown(where + close[0])}? " if close else ""
+            raise UserError(f"unknown config key {shown(name)}; {hint}known keys: {', '.join(sorted(known))}")
         kwargs[key] = _coerce(hints[key], with_default(known[key], hints[key], value), name)
     return cls(**kwargs)
 
