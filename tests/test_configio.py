@@ -47,7 +47,8 @@ class Outer:
 def test_unknown_keys_are_named_with_their_path() -> None:
     with pytest.raises(ValueError, match=r"unknown config key 'inner.weight'; known keys: colour, size"):
         from_dict(Outer, {"inner": {"weight": 3}})
-    with pytest.raises(ValueError, match=r"unknown config key 'nam'; did you mean 'name'\? known keys: inner, limit, name, rate, tags"):
+    with pytest.raises(ValueError, match=r"unknown config key 'nam'; did you mean 'name'\? known keys: inner, limit, "
+                                         r"name, rate, tags"):
         from_dict(Outer, {"nam": "y"})
 
 
