@@ -84,3 +84,18 @@ def test_renamed_leaves_other_keys_alone() -> None:
              "decoder.layers.12.mlp.self_attn.w": 4}
     assert renamed(state) == {"encoder.self_attn.weight": 1, "decoder.layers.x.self_attn.w": 2,
                               "decoder.layers.0.mixer_norm.b": 3, "decoder.layers.12.mlp.self_attn.w": 4}
+
+
+@pytest.mark.parametrize("inside, meant", [(("best", "last"), "best"), (("last",), "last"), ((), None)])
+def test_a_run_directory_for_a_checkpoint_names_the_one_meant(tmp_path: Path, inside: tuple[str, ...],
+                                                              meant: str | None) -> None:
+    """The run directory (runs/tiny) given where its checkpoint (runs/tiny/best) is meant: the one place that
+    reads a checkpoint's files says which one, best/ else last/; any other directory gets no guess."""
+    run = tmp_path / "tiny"
+    for name in inside:
+        (run / name).mkdir(parents=True)
+    run.mkdir(exist_ok=True)
+    hint = f"; {run} is a run directory: did you mean {run / meant}?" if meant else ""
+    with pytest.raises(ValueError) as e:
+        load_model(run)
+    assert str(e.value) == f"checkpoint {run}: missing config.yaml{hint}"

@@ -149,14 +149,23 @@ def tokenizer_dir(path: str | os.PathLike) -> Path | None:
 
 def checkpoint_file(path: Path, name: str) -> Path:
     """`<path>/<name>`, checked against the manifest (`manifest.verify_file`: listed, size, SHA-256); a
-    ValueError naming the checkpoint if there is no such directory or file."""
+    ValueError naming the checkpoint if there is no such directory or file; for a run directory given in
+    place of one of its checkpoints, the message names the checkpoint meant (`run_checkpoint`)."""
     if not path.is_dir():
         raise UserError(f"checkpoint {path}: no such directory")
     file = path / name
     if not file.is_file():
-        raise UserError(f"checkpoint {path}: missing {name}")
+        meant = run_checkpoint(path)
+        hint = f"; {path} is a run directory: did you mean {meant}?" if meant is not None else ""
+        raise UserError(f"checkpoint {path}: missing {name}{hint}")
     verify_file(path, name)
     return file
+
+
+def run_checkpoint(path: Path) -> Path | None:
+    """The checkpoint a user most likely meant by naming the run directory `path`: `path/best`, else
+    `path/last` (None if it holds neither)."""
+    return next((path / name for name in ("best", "last") if (path / name).is_dir()), None)
 
 
 def _read_yaml(path: Path) -> dict:

@@ -22,4 +22,10 @@ class UserError(ValueError):
     """A bad value the user gave (config, file, option, request); the message is one line and names it."""
 
 
-__all__ = ["UserError"]
+def install_hint(extra: str) -> str:
+    """How to install the optional packages of the extra `extra`, in both forms: for tformer installed from an
+    index, and for a clone of its repository (where `tformer[...]` names no package pip can find)."""
+    return f"pip install 'tformer[{extra}]', or from a clone of the repository: pip install -e '.[{extra}]'"
+
+
+__all__ = ["UserError", "install_hint"]

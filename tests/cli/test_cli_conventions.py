@@ -58,6 +58,35 @@ def test_every_option_of_every_command_has_help_and_shows_its_default(capsys: py
     assert "- for stdin (default: -)" in text and "(default: float32)" in text and "(default: auto)" in text
 
 
+def test_every_option_with_a_value_says_what_leaving_it_out_means() -> None:
+    """Every option that takes a value and may be left out shows its default in its help: argparse's (the
+    HelpFormatter adds it), or the help's own words for one whose default is no value, e.g. --top-k
+    (default: none: no top-k filter). Required options, and those of a required choice (convert), have none."""
+    for words, parser in commands(build_parser()):
+        formatter = parser._get_formatter()
+        chosen = {a for group in parser._mutually_exclusive_groups if group.required for a in group._group_actions}
+        for action in parser._actions:
+            if not action.option_strings or action.nargs == 0 or action.required or action in chosen:
+                continue  # flags (store_true, --help), required options, positionals
+            text = formatter._expand_help(action)
+            assert "default" in text, f"tformer {' '.join(words)} {action.option_strings[-1]}: {text!r}"
+
+
+@pytest.mark.parametrize("words, shown", [
+    (["generate"], ["--top-k TOP_K sample among the K likeliest tokens (default: none: no top-k filter)",
+                    "nucleus sampling; default: none: no nucleus filter)",
+                    "(default: none: torch's global generator)"]),
+    (["plot", "attention"], ["--layer LAYER only this layer (0-based; default: every layer)",
+                             "--head HEAD only this head (0-based; default: every head)"]),
+    (["evaluate"], ["(default: all of the split)", "--no-progress no progress bar (default: a bar on stderr"]),
+])
+def test_help_shows_the_defaults_of_options_without_a_value(words: list[str], shown: list[str],
+                                                            capsys: pytest.CaptureFixture) -> None:
+    assert main([*words, "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    assert all(s in text for s in shown), text
+
+
 INFERENCE = [("translate", "s2s"), ("classify", "clf"), ("generate", "gpt"), ("score", "gpt")]
 
 

@@ -52,3 +52,18 @@ def test_generate_refuses_an_encoder_decoder(tmp_path, capsys) -> None:  # noqa:
     save_checkpoint(tmp_path / "s2s", model=tformer.build_model(config), config=config)
     assert main(["generate", "--checkpoint", str(tmp_path / "s2s"), "--prompt", "x"]) == 2
     assert "generate needs a GPT" in capsys.readouterr().err
+
+
+def test_score_all_row_has_every_column(checkpoint, tmp_path, capsys) -> None:  # noqa: ANN001
+    """The `all` row is the lines scored together, one text: each column as a line's, perplexity included."""
+    file = tmp_path / "text.txt"
+    file.write_text("\n".join(TEXT) + "\n", encoding="utf-8")
+    assert main(["score", "--checkpoint", str(checkpoint), str(file)]) == 0
+    header, *rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [len(r) for r in rows] == [len(header)] * 3 and rows[-1][0] == "all"
+    total, tokens, ppl, bpc, bpb = (float(rows[-1][1]), int(rows[-1][2]), *map(float, rows[-1][3:]))
+    assert total == pytest.approx(sum(float(r[1]) for r in rows[:-1]), abs=1e-3)
+    assert tokens == sum(int(r[2]) for r in rows[:-1]) == len(TEXT[0]) + len(TEXT[1])
+    assert ppl == pytest.approx(math.exp(-total / tokens), rel=1e-3)
+    assert bpc == pytest.approx(-total / math.log(2) / (len(TEXT[0]) + len(TEXT[1])), rel=1e-3)
+    assert bpb == pytest.approx(-total / math.log(2) / len("".join(TEXT).encode()), rel=1e-3)

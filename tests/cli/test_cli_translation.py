@@ -3,6 +3,7 @@ translate, evaluate, and user errors as one line with exit code 2."""
 
 import json
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -52,7 +53,8 @@ def test_resume_equals_uninterrupted_run(recipe, tmp_path) -> None:  # noqa: ANN
     straight, split = tmp_path / "straight", tmp_path / "split"
     assert main(["train", str(recipe), f"out_dir={straight}", "train.max_steps=8", "--no-progress"]) == 0
     assert main(["train", str(recipe), f"out_dir={split}", "train.max_steps=4", "--no-progress"]) == 0
-    assert main(["train", str(recipe), f"out_dir={split}", "train.max_steps=8", "--resume", "--no-progress"]) == 0
+    # the flags before the overrides (`tformer train demo --resume out_dir=runs/x`): options and overrides mix
+    assert main(["train", str(recipe), "--resume", "--no-progress", f"out_dir={split}", "train.max_steps=8"]) == 0
     a, b = weights(straight), weights(split)
     assert a.keys() == b.keys() and all(a[k].equal(b[k]) for k in a)
     logged = [yaml.safe_load(line) for line in (split / "metrics.jsonl").read_text().splitlines()]
@@ -76,7 +78,7 @@ def test_attention_kind_from_the_command_line(recipe, tmp_path, capsys, attentio
     assert "attention.kind='flash' is not allowed" in capsys.readouterr().err
 
 
-def test_train_translate_evaluate(recipe, tmp_path, capsys) -> None:  # noqa: ANN001
+def test_train_translate_evaluate(recipe, tmp_path, capsys, monkeypatch) -> None:  # noqa: ANN001
     assert main(["train", str(recipe), "--no-progress"]) == 0
     assert "stopped at step 6 after " in capsys.readouterr().out
     run = tmp_path / "run"
@@ -89,12 +91,19 @@ def test_train_translate_evaluate(recipe, tmp_path, capsys) -> None:  # noqa: AN
     lines = out.read_text(encoding="utf-8").split("\n")
     assert len(lines) == 4 and lines[1] == ""  # one line out per line in; an empty line stays empty
     capsys.readouterr()
-    assert main(["evaluate", "--checkpoint", str(run / "best"), "--split", "test", "--beam", "2"]) == 0
+    evaluate = ["evaluate", "--checkpoint", str(run / "best"), "--split", "test", "--beam", "2"]
+    assert main(evaluate) == 0
     captured = capsys.readouterr()
     printed = captured.out
     assert "test: 20 sentences" in printed and "BLEU = " in printed and "nrefs:1" in printed
     assert "chrF = " in printed and "degenerate = " in printed and " of 20 outputs repeat" in printed
-    assert "translating" in captured.err and "20/20" in captured.err  # the progress bar over the sentences
+    assert "\r" not in captured.err and "translating" not in captured.err  # stderr is no terminal: no bar
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(evaluate) == 0
+    err = capsys.readouterr().err
+    assert "translating" in err and "20/20" in err  # on a terminal, the progress bar over the sentences
+    assert main([*evaluate, "--no-progress"]) == 0
+    assert capsys.readouterr().err == ""
 
 
 def test_demo_stopped_by_a_signal_says_how_to_go_on_and_decodes_nothing(recipe, monkeypatch, capsys) -> None:  # noqa: ANN001
@@ -115,7 +124,9 @@ def test_demo_stopped_by_a_signal_says_how_to_go_on_and_decodes_nothing(recipe, 
                            f"`tformer train {recipe} train.seed=3 --resume`")
 
 
-def test_demo_on_a_time_budget_says_why_it_stopped_and_what_it_got(recipe, tmp_path, capsys) -> None:  # noqa: ANN001
+def test_demo_on_a_time_budget_says_why_it_stopped_and_what_it_got(recipe, tmp_path, capsys,  # noqa: ANN001
+                                                                    monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # the bars, as on a terminal
     assert main(["demo", str(recipe), "train.max_steps=100000", "train.time_budget_min=0.0001"]) == 0
     captured = capsys.readouterr()
     out = captured.out

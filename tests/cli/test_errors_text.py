@@ -79,11 +79,13 @@ CASES = [
     # case 3: a line longer than the model's context is refused (or cut with --truncate), never cut silently
     Case("translate-line-longer-than-context",
          lambda c: translate(c, "--input", c.file("in.txt", TWO_LONG), "--output", c.file("out.txt", "OLD\n")),
-         ("{tmp}/in.txt:2: the line is 120 tokens", "max_len=32", "--truncate")),
+         ("{tmp}/in.txt:2: the line is 120 tokens", "max_len=32", "cut it to the context on purpose (--truncate)")),
     Case("translate-stdin-line-longer-than-context", lambda c: piped(c, TWO_LONG, translate(c)),
-         ("stdin:2: the line is 120 tokens, longer than the model's context max_len=32",)),
+         ("stdin:2: the line is 120 tokens, longer than the model's context max_len=32; shorten it, or cut it to the "
+          "context on purpose (--truncate)",)),
     Case("classify-line-longer-than-context", lambda c: classify(c, "--input", c.file("in.txt", TWO_LONG)),
-         ("{tmp}/in.txt:2: the line is 60 tokens", "max_len=32, which leaves 30 for text", "--truncate")),
+         ("{tmp}/in.txt:2: the line is 60 tokens", "max_len=32, which leaves 30 for text",
+          "cut it to the context on purpose (--truncate)")),
     Case("score-line-number-counts-blank-lines",
          lambda c: score(c, "p.tsv", f"the cat\tdie Katze\n\n{LONG}\tder Hund\n"),
          ("{tmp}/p.tsv:3: the source is 120 tokens",)),

@@ -15,6 +15,7 @@ import pytest
 from tformer.data.labelled import read_labelled
 from tformer.data.lines import (
     DataError,
+    LineTooLong,
     check_line_lengths,
     decode_utf8,
     format_lines,
@@ -110,9 +111,11 @@ def test_format_lines_keeps_one_result_a_line() -> None:
 
 def test_check_line_lengths_names_the_first_long_line() -> None:
     check_line_lengths([3, 4], limit=4, max_len=4, where="in.txt")
-    with pytest.raises(ValueError, match=r"^in.txt:2: the line is 5 tokens, longer than the model's context "
-                                         r"max_len=6, which leaves 4 for text!$"):
-        check_line_lengths([1, 5, 9], limit=4, max_len=6, where="in.txt", note="!")
+    with pytest.raises(LineTooLong, match=r"^in.txt:2: the line is 5 tokens, longer than the model's context "
+                                          r"max_len=6, which leaves 4 for text; shorten it, or cut it to the "
+                                          r"context on purpose \(truncate=True\)$") as e:
+        check_line_lengths([1, 5, 9], limit=4, max_len=6, where="in.txt")
+    assert str(e.value.spelt("--truncate")).endswith("on purpose (--truncate)")
 
 
 def test_every_reader_names_the_same_bad_bytes_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -96,3 +96,23 @@ def test_every_inference_function_drops_a_leading_byte_order_mark() -> None:
             assert (g.queries, g.keys) == (w.queries, w.keys) and torch.equal(g.weights, w.weights)
     inside = score_lines(gpt, chars, [f"the{BOM} big cat"])[0]
     assert inside.n_tokens == want.n_tokens + 1  # a mark inside a text is a character
+
+
+def test_a_line_too_long_names_truncate_as_the_python_api_spells_it() -> None:
+    """translate and top_labels refuse a text longer than the context and say `truncate=True` (the command line
+    says --truncate instead: tests/cli/test_errors_text.py)."""
+    torch.manual_seed(0)
+    bpe = BPETokenizer.train(TEXT * 3, vocab_size=280)
+    pieces = WordPieceTokenizer.train(TEXT * 3, vocab_size=100)
+    seq2seq = tformer.build_model(tformer.preset("transformer-tiny", {**TINY, "vocab_size": bpe.vocab_size})).eval()
+    classifier = tformer.BertClassifier(tformer.preset("bert-tiny", {**TINY, "vocab_size": pieces.vocab_size,
+                                                                     "n_labels": 3})).eval()
+    long = " ".join(TEXT * 10)
+    for call in (lambda: translate(seq2seq, bpe, ["a cat", long], DecodeConfig(beam=1), where="in.txt"),
+                 lambda: top_labels(classifier, pieces, ["a cat", long], where="in.txt")):
+        with pytest.raises(ValueError) as e:
+            call()
+        message = str(e.value)
+        assert message.startswith("in.txt:2: the line is ") and "longer than the model's context max_len=32" in message
+        assert message.endswith("; shorten it, or cut it to the context on purpose (truncate=True)")
+        assert "--truncate" not in message

@@ -2,6 +2,7 @@
 not blank, attention rows are distributions, the report is one self-contained, well-formed HTML page, and
 bad inputs are one-line errors with exit code 2 that leave no file behind."""
 
+import html
 import json
 import math
 import random
@@ -402,6 +403,30 @@ def test_report_of_a_bert_run_and_of_metrics_alone(bert, tmp_path) -> None:  # n
     text = write_report(run).read_text(encoding="utf-8")
     assert check_html(text).tags.count("img") == 2 and "an encoder generates no text" in text
     assert "mlm_accuracy" in text and "BertForPretraining" in text
+
+
+def test_report_shows_validation_and_test_scores_each_labelled(tmp_path) -> None:  # noqa: ANN001
+    """A demo run's page: the last evaluation (greedy BLEU on the first bleu_sentences of Romans) and test.json
+    (beam search over Acts), both shown, each saying what it scored; without test.json, only validation."""
+    run = tmp_path / "demo"
+    write_metrics(run, [{"step": 50, "loss": 3.0, "lr": 1e-3},
+                        {"step": 100, "eval/valid_loss": 2.7, "eval/bleu": 13.89, "eval/chrf": 40.6}])
+    (run / "recipe.yaml").write_text(yaml.safe_dump({"task": "translation", "out_dir": str(run),
+                                                     "data": {"corpus": "bible", "bleu_sentences": 100},
+                                                     "decode": {"beam": 4}}))
+    (run / "test.json").write_text(json.dumps({"split": "test", "bleu": 18.07, "chrf": 45.1, "degenerate": 0.01,
+                                               "sentences": 1004, "steps": 100}))
+    text = " ".join(html.unescape(write_report(run).read_text(encoding="utf-8")).split())
+    assert ("last evaluation, step 100: validation, on the valid split (Romans): loss and perplexity over all of "
+            "it; BLEU and chrF over its first 100 sentences, greedy") in text
+    assert "test, on the test split (Acts), 1004 sentences, beam 4, after step 100 (test.json)" in text
+    assert "<td>bleu</td><td>13.89</td>" in text and "<td>bleu</td><td>18.07</td>" in text
+    (run / "test.json").write_text("[1, 2]")  # not what demo writes: said, not a traceback
+    text = html.unescape(write_report(run).read_text(encoding="utf-8"))
+    assert "test: test.json cannot be read (it holds a JSON list, not an object)" in text
+    (run / "test.json").unlink()
+    text = html.unescape(write_report(run).read_text(encoding="utf-8"))
+    assert "13.89" in text and "test," not in text and "test.json" not in text
 
 
 def test_a_failed_write_leaves_nothing_behind(tmp_path, monkeypatch) -> None:  # noqa: ANN001

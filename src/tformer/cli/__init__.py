@@ -5,7 +5,8 @@
     tformer average CHECKPOINT CHECKPOINT... --out DIR [--overwrite]
     tformer translate --checkpoint DIR [-i F] [-o F] [--truncate] [--beam N] [--lenpen X] [--batch-size N]
     tformer evaluate --checkpoint DIR [--split test] [--limit N] [--json] [--hyp-out F] [-o F] [--beam N]
-    tformer demo CONFIG.yaml|NAME [key=value ...]
+                     [--no-progress]
+    tformer demo CONFIG.yaml|NAME [key=value ...] [--overwrite] [--no-progress]
     tformer generate --checkpoint DIR [--prompt TEXT ...] [-i F] [-o F] [-n N] [--json] [--max-new-tokens N]
                      [--temperature T] [--top-k K] [--top-p P] [--seed S] [--no-stop]
     tformer score --checkpoint DIR [FILE | -i F] [-o F] [--per-token]
@@ -20,7 +21,9 @@
     tformer recipes list   |   tformer recipes copy NAME DEST [--overwrite]
 
 Every inference command (translate, evaluate, generate, score, classify, plot attention) also takes
-`--device` and `--dtype`; `-i`/`-o` take `-` for stdin/stdout (`cli.shared`, docs/cli.md).
+`--device` and `--dtype`; `-i`/`-o` take `-` for stdin/stdout (`cli.shared`, docs/cli.md). A command's options
+and its arguments (`key=value` overrides, files) come in any order. A progress bar (train, demo, evaluate) is
+drawn on a terminal only, and never with `--no-progress` (`cli.shared.progress`).
 
 One module per group of commands registers its commands and turns their arguments into calls of the
 library, which checks and interprets prompts, files and decoding settings (so the Python API gets the same
@@ -76,15 +79,29 @@ def main(argv: list[str] | None = None) -> int:
 
 class Parser(argparse.ArgumentParser):
     """argparse, with a usage error printed as every other user error is: one line `tformer: error: ...`
-    (no usage block), exit code 2. Subcommand parsers inherit it."""
+    (no usage block), exit code 2, and each command's options and arguments in any order. Subcommand parsers
+    inherit it."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)  # every option's help ends with its default
         super().__init__(*args, **kwargs)
+        self._intermixing = False
 
     def error(self, message: str) -> NoReturn:
         print(f"tformer: error: {message}", file=sys.stderr)
         raise SystemExit(EXIT_USER_ERROR)
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
+        """A command's options and positional arguments in any order (`tformer train demo --resume
+        out_dir=runs/x`): a parser without subcommands parses intermixed; `tformer` itself, which has
+        them, as argparse does (argparse cannot intermix subcommands)."""
+        if self._intermixing or any(a.nargs == argparse.PARSER for a in self._actions):
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True  # argparse's intermixed parse calls this method for each of its two passes
+        try:
+            return super().parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
 
 
 def build_parser() -> argparse.ArgumentParser:

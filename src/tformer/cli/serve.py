@@ -17,9 +17,9 @@ import os
 import sys
 
 from tformer.cli import options, shared
-from tformer.errors import UserError
+from tformer.errors import UserError, install_hint
 
-INSTALL = "tformer serve needs FastAPI and uvicorn: pip install 'tformer[serve]'"
+INSTALL = f"tformer serve needs FastAPI and uvicorn: {install_hint('serve')}"
 API_KEY_VARIABLE = "TFORMER_API_KEY"
 
 
@@ -33,7 +33,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-host", action="append", default=None, metavar="NAME",
                    help="another name requests may give in their Host header, e.g. the public name of a proxy in "
                         "front (repeatable; '*': any). Always let in: the --host address and localhost, 127.0.0.1, "
-                        "[::1]; with --host 0.0.0.0 or ::, also this machine's name and any IP address")
+                        "[::1]; with --host 0.0.0.0 or ::, also this machine's name and any IP address (default: "
+                        "those only)")
     p.add_argument("--api-key", default=None, metavar="KEY",
                    help="require the header 'Authorization: Bearer KEY' on every request but the page and /health "
                         f"(default: ${API_KEY_VARIABLE} if set, which keeps the key out of `ps`)")

@@ -10,16 +10,18 @@ import signal
 import sys
 from pathlib import Path
 
+from tformer.cli import shared
+
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train a model from a YAML recipe")
     p.add_argument("config", help="YAML recipe file, or a shipped recipe's name (tformer recipes list), e.g. demo")
-    p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. train.max_steps=100")
+    p.add_argument("overrides", nargs="*", default=[],  # a default: optional, not in "the arguments are required"
+                   help="key=value overrides, e.g. train.max_steps=100, before or after the options")
     runs = p.add_mutually_exclusive_group()
     runs.add_argument("--resume", action="store_true", help="continue from OUT_DIR/last exactly")
     runs.add_argument("--overwrite", action="store_true", help="replace the run already in OUT_DIR")
-    p.add_argument("--no-progress", action="store_true",
-                   help="no progress bar; print each evaluation's metrics as a line (default: a bar on a terminal)")
+    shared.add_no_progress(p, what="no progress bar; print each evaluation's metrics as a line")
     p.add_argument("--tensorboard", action="store_true",
                    help="also log to OUT_DIR/tensorboard, as train.tensorboard=true (needs tformer[tb])")
     p.set_defaults(run=cmd_train)
@@ -31,8 +33,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from tformer.training.loop import stop_summary
 
     recipe = load_recipe(args.config, args.overrides + (["train.tensorboard=true"] if args.tensorboard else []))
-    progress = not args.no_progress and sys.stderr.isatty()
-    state = train(recipe, resume=args.resume, overwrite=args.overwrite, progress=progress)
+    state = train(recipe, resume=args.resume, overwrite=args.overwrite, progress=shared.progress(args))
     if state.get("interrupted"):
         return report_interrupt(state, recipe.out_dir, "continue with --resume")
     if not launched_world().is_main:  # under torchrun, rank 0 reports

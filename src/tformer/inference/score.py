@@ -6,8 +6,10 @@ is read, split and checked against the model's context, with errors that name th
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
+import torch
 from torch import nn
 
 from tformer.data.lines import normalise_text, read_lines, source_name
@@ -32,6 +34,15 @@ def score_lines(model: nn.Module, tokenizer: Any, lines: list[str]) -> list[Text
     scores = score_sequences(model, [tokenizer.encode(line) for line in lines], bos_id=model.config.bos_id)
     return [TextScore(log_prob=s.log_prob, n_tokens=s.n_tokens, token_log_probs=s.token_log_probs,
                       n_chars=len(line), n_bytes=len(line.encode())) for s, line in zip(scores, lines, strict=True)]
+
+
+def total_score(scores: Sequence[TextScore]) -> TextScore:
+    """The scored lines together, as one text: their log-likelihoods, tokens, characters and bytes summed, so
+    that its perplexity and bits per character and per byte are over all of them (`tformer score`'s `all`
+    row)."""
+    return TextScore(log_prob=sum(s.log_prob for s in scores), n_tokens=sum(s.n_tokens for s in scores),
+                     token_log_probs=torch.cat([s.token_log_probs for s in scores]) if scores else torch.zeros(0),
+                     n_chars=sum(s.n_chars for s in scores), n_bytes=sum(s.n_bytes for s in scores))
 
 
 def token_scores(tokenizer: Any, line: str, score: TextScore) -> list[tuple[str, float]]:
@@ -61,4 +72,4 @@ def score_pairs(model: nn.Module, tokenizer: Any, lines: list[str], *, where: st
     return conditional_log_probs(model, sources, targets)
 
 
-__all__ = ["read_scored_lines", "score_lines", "score_pairs", "token_scores"]
+__all__ = ["read_scored_lines", "score_lines", "score_pairs", "token_scores", "total_score"]

@@ -18,7 +18,8 @@ feed-forwards, multi-/grouped-query attention, RoPE ("rotate half") and, for a G
 
 The directory holds CTranslate2's files (model.bin, config.json, the vocabulary as JSON, CTranslate2 maps
 strings to ids), our tokenizer's file (so the directory alone tokenizes) and our config.yaml (so `load_ct2`
-knows the context length). CTranslate2 is an optional dependency: `pip install 'tformer[ct2]'`.
+knows the context length). CTranslate2 is an optional dependency: `pip install 'tformer[ct2]'` (from a clone:
+`pip install -e '.[ct2]'`).
 
 B batch, n source length, d width.
 """
@@ -37,7 +38,7 @@ from torch import Tensor, nn
 from tformer.config import GPTConfig, Seq2SeqConfig, TransformerConfig, family_of
 from tformer.configio import dump_yaml, to_dict
 from tformer.decoding.generate import check_prompts
-from tformer.errors import UserError
+from tformer.errors import UserError, install_hint
 from tformer.files import atomic_directory
 from tformer.models import GPT, EncoderDecoder
 from tformer.nn.mlp import GATED
@@ -50,7 +51,7 @@ ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "gelu_tanh": "GELUTanh", "silu": 
                "geglu": "GELU"}
 MODEL_FILE = "model.bin"  # what makes a directory a CTranslate2 model (one we may replace)
 CONFIG_FILE = "config.yaml"  # ours, beside CTranslate2's config.json
-INSTALL_HINT = "pip install 'tformer[ct2]'"
+INSTALL_HINT = install_hint("ct2")
 
 
 def ctranslate2() -> Any:

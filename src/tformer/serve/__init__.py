@@ -11,8 +11,9 @@ micro-batches.
     connections.py  the h11 protocol with a deadline for headers and a cap on connections; EMFILE in one line
     server.py    uvicorn in the foreground or in a thread, behind the doors
 
-FastAPI and uvicorn are the `serve` extra (`pip install 'tformer[serve]'`): only `limits` and `service` import
-without them, and the rest of tformer never imports this package.
+FastAPI and uvicorn are the `serve` extra (`pip install 'tformer[serve]'`; from a clone of the repository,
+`pip install -e '.[serve]'`): only `limits` and `service` import without them, and the rest of tformer never
+imports this package.
 """
 
 from tformer.serve.limits import Limits

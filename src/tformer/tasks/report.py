@@ -1,6 +1,7 @@
 """`tformer report RUN_DIR`: the run's page, gathered here and drawn by `tformer.viz.report`.
 
-    training curves, metrics   RUN_DIR/metrics.jsonl
+    training curves, metrics   RUN_DIR/metrics.jsonl: the validation scores, labelled with what they scored
+    test scores                RUN_DIR/test.json, where `tformer demo` wrote it (the test split, the recipe's beam)
     samples                    translation: a few test (else validation) sentences of the recipe's data, or
                                fixed sentences when the data cannot be read; GPT: a short greedy generation
     attention                  the attention grid of one of those examples (exact attention only)
@@ -12,12 +13,14 @@ decoding); `viz` knows nothing of tasks or training.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from torch import nn
 
 from tformer.config import GPTConfig, Seq2SeqConfig
+from tformer.data.bible import HELD_OUT_BOOKS
 from tformer.decoding import generate_greedy
 from tformer.errors import UserError
 from tformer.inference import DecodeConfig, load, translate
@@ -25,7 +28,7 @@ from tformer.tasks import load_recipe
 from tformer.tasks.translation import TranslationRecipe, load_split
 from tformer.viz.curves import read_metrics
 from tformer.viz.figures import write_file
-from tformer.viz.report import Samples, model_section, no_model_section, page
+from tformer.viz.report import HeldOut, Samples, model_section, no_model_section, page
 
 FIXED_SENTENCES = ["In the beginning God created the heaven and the earth.",
                    "And God said, Let there be light: and there was light."]
@@ -47,6 +50,50 @@ def load_run_recipe(run: Path) -> Any:
         return load_recipe(path) if path.is_file() else None
     except ValueError:
         return None
+
+
+def split_named(recipe: Any, split: str) -> str:
+    """How the page names a split of a translation run's data: "the valid split (Romans)" of the built-in
+    Bible, "the test split (data/test.tsv)" of files; "the valid split" of any other run."""
+    if not isinstance(recipe, TranslationRecipe):
+        return f"the {split} split"
+    data = recipe.data
+    source = HELD_OUT_BOOKS.get("validation" if split == "valid" else split) if data.corpus == "bible" else \
+        getattr(data, split, None)
+    return f"the {split} split ({source})" if source else f"the {split} split"
+
+
+def validation_label(recipe: Any) -> str:
+    """What a run's evaluations scored: the validation split; for a translator, BLEU and chrF over its first
+    `data.bleu_sentences` sentences only, decoded greedily (`TranslationTask.evaluate`)."""
+    if not isinstance(recipe, TranslationRecipe):
+        return "the validation split"
+    return (f"{split_named(recipe, 'valid')}: loss and perplexity over all of it; BLEU and chrF over its first "
+            f"{recipe.data.bleu_sentences} sentences, greedy")
+
+
+def scores_on_test(run: Path, recipe: Any) -> HeldOut | None:
+    """RUN_DIR/test.json (what `tformer demo` writes once the training ends: the test split's BLEU and chrF,
+    decoded as the recipe says), labelled with the split, its size, the beam and the step; None without one."""
+    path = run / "test.json"
+    if not path.is_file():
+        return None
+    try:
+        result = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(result, dict):
+            raise ValueError(f"it holds a JSON {type(result).__name__}, not an object")
+    except (OSError, ValueError) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return HeldOut(label=f"test: {path.name} cannot be read ({reason})", metrics={})
+    about = [split_named(recipe, "test")]
+    if isinstance(result.get("sentences"), int):
+        about.append(f"{result['sentences']} sentences")
+    if isinstance(recipe, TranslationRecipe):
+        about.append(f"beam {recipe.decode.beam}")
+    if result.get("steps") is not None:
+        about.append(f"after step {result['steps']}")
+    metrics = {key: result[key] for key in ("bleu", "chrf", "degenerate") if key in result}
+    return HeldOut(label=f"test, on {', '.join(about)} ({path.name})", metrics=metrics)
 
 
 def translation_samples(model: nn.Module, tokenizer: Any, recipe: Any) -> Samples:
@@ -111,7 +158,8 @@ def build_report(run_dir: str | Path) -> str:
     """The HTML page of a run (see the module docstring)."""
     run = Path(run_dir)
     records = read_metrics(run)
-    return page(run, records, samples_of(run))
+    recipe = load_run_recipe(run)
+    return page(run, records, samples_of(run), validation=validation_label(recipe), test=scores_on_test(run, recipe))
 
 
 def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:

@@ -14,10 +14,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from tformer.errors import UserError
+from tformer.errors import UserError, install_hint
 from tformer.files import write_atomic
 
-INSTALL = "train.tensorboard=true (--tensorboard) needs the tensorboard package: pip install 'tformer[tb]'"
+INSTALL = f"train.tensorboard=true (--tensorboard) needs the tensorboard package: {install_hint('tb')}"
 
 
 def check_tensorboard() -> None:

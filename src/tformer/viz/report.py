@@ -3,7 +3,8 @@ or attach. This module draws and lays out what it is given; `tformer.tasks.repor
 metrics, its checkpoint, samples made with the recipe's task) and writes the page.
 
     training curves            from RUN_DIR/metrics.jsonl
-    final metrics              the last evaluation record (and the last training record)
+    final metrics              the last evaluation record (on the validation split, labelled with what it
+                               scored), the test scores where the run has them, and the last training record
     samples                    what the model produced (`Samples`)
     attention                  the attention grid of one of those examples (exact attention only)
 
@@ -41,6 +42,15 @@ class Samples:
     target: str | None = None  # its translation (encoder-decoder)
 
 
+@dataclass
+class HeldOut:
+    """Scores on a held-out split, for the page: a label saying which split, how much of it, how it was
+    decoded and where the numbers come from, and the numbers (metric -> value)."""
+
+    label: str
+    metrics: dict[str, Any]
+
+
 def attention_section(model: nn.Module, tokenizer: Any, text: str, target: str | None) -> tuple[str, bytes | None]:
     """(caption, PNG of the attention grid) for one example; the reason instead of a picture when the
     model's attention cannot be drawn."""
@@ -73,17 +83,24 @@ def _image(png: bytes, alt: str) -> str:
     return f'<img src="{data_uri(png)}" alt="{html.escape(alt)}">'
 
 
-def metrics_section(records: list[dict]) -> list[str]:
-    """The last evaluation record and the last training record, as tables."""
+def metrics_section(records: list[dict], *, validation: str = "the validation split",
+                    test: HeldOut | None = None) -> list[str]:
+    """The last evaluation record (made on `validation`, which says what was scored), the `test` scores if
+    there are any, and the last training record, as tables, each labelled."""
     evals = [r for r in records if any(k.startswith("eval/") for k in r)]
     train = [r for r in records if "loss" in r]
     parts = ["<h2>Final metrics</h2>"]
     if evals:
         last = evals[-1]
-        parts += [f"<p>last evaluation, step {html.escape(str(last['step']))}</p>",
+        parts += [f"<p>last evaluation, step {html.escape(str(last['step']))}: validation, on "
+                  f"{html.escape(validation)}</p>",
                   _table(["metric", "value"], [[k.removeprefix("eval/"), v] for k, v in last.items() if k != "step"])]
     else:
         parts.append("<p>no evaluation records</p>")
+    if test is not None:
+        parts.append(f"<p>{html.escape(test.label)}</p>")
+        if test.metrics:
+            parts.append(_table(["metric", "value"], [[k, v] for k, v in test.metrics.items()]))
     if train:
         last = train[-1]
         parts += [f"<p>last training record, step {html.escape(str(last['step']))}</p>",
@@ -111,19 +128,21 @@ def model_section(checkpoint: Path, model: nn.Module, tokenizer: Any, samples: S
     return parts
 
 
-def page(run: Path, records: list[dict], model_parts: list[str]) -> str:
+def page(run: Path, records: list[dict], model_parts: list[str], *, validation: str = "the validation split",
+         test: HeldOut | None = None) -> str:
     """The whole HTML page of run directory `run`: its curves and final metrics from `records` (its
-    metrics.jsonl), then `model_parts` (`model_section` or `no_model_section`)."""
+    metrics.jsonl; `validation`, `test`: as `metrics_section`'s), then `model_parts` (`model_section` or
+    `no_model_section`)."""
     from tformer.viz.curves import plot_curves
 
     esc = html.escape
     curves = png_bytes(plot_curves({str(run): records}), dpi=80)
     parts = [f"<h1>Run {esc(str(run))}</h1>", "<h2>Training curves</h2>", _image(curves, "training curves"),
-             *metrics_section(records), *model_parts,
+             *metrics_section(records, validation=validation, test=test), *model_parts,
              f'<p class="note">made by tformer report on {esc(time.strftime("%Y-%m-%d %H:%M"))}</p>']
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             f"<title>tformer report: {esc(str(run))}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
             + "\n".join(parts) + "\n</body>\n</html>\n")
 
 
-__all__ = ["Samples", "attention_section", "metrics_section", "model_section", "no_model_section", "page"]
+__all__ = ["HeldOut", "Samples", "attention_section", "metrics_section", "model_section", "no_model_section", "page"]
