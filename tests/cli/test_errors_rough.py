@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from catalogue import Case, Ctx, World, run_case
+from catalogue import Case, Ctx, World, in_catalogue, run_case
 
 from tformer.cli import build_parser, main
 
@@ -96,3 +96,8 @@ def test_options_and_overrides_come_in_any_order(argv: list[str]) -> None:
 def test_an_unknown_option_among_the_overrides_is_still_refused(capsys: pytest.CaptureFixture) -> None:
     assert main(["train", "demo", "out_dir=runs/x", "--bogus"]) == 2
     assert capsys.readouterr().err == "tformer: error: unrecognized arguments: --bogus\n"
+
+
+def test_every_case_is_in_the_catalogue() -> None:
+    assert len({c.id for c in CASES}) == len(CASES)
+    assert not in_catalogue(CASES)
