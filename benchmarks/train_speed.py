@@ -3,7 +3,8 @@ on the same weights, in tokens/s and model-FLOPs utilisation (MFU).
 
     python -m benchmarks.train_speed [--families gpt bert seq2seq] [--layers 6 --d-model 512 --heads 8
                                      --d-ff 2048 --vocab 8192] [--reps 5 --steps-per-rep 2 --warmup 2]
-                                     [--threads N] [--device cuda] [--quick] [--out FILE]
+                                     [--threads N] [--device cuda] [--precision bf16] [--compile]
+                                     [--ours-only] [--quick] [--out FILE]
 
 Contenders (each of our models is written with `tformer.to_hf` and read back, so all train the same
 weights; dropout 0 everywhere, so the work is equal):
@@ -20,6 +21,15 @@ process (order flipped each time), each timed over `--steps-per-rep` steps; medi
 weights and batch give the same step-0 loss (to ~1e-5; printed; two random inits differ by ~1e-2): the check
 that the configs are equal.
 
+`--precision` and `--compile` run every contender's step as `tformer train` does with train.precision and
+train.compile (training/precision.py): bf16 or fp16 autocast around forward and loss (fp16 with a
+torch.amp.GradScaler), and the model compiled in place with `nn.Module.compile` (torch.compile's inductor).
+On a GPU float32 matmuls use TF32, as in `tformer train`, the fp32 peak included. `first_step_s` is the first
+warm-up step: with --compile it holds the compilation (its cost at the start = first_step_s - the step
+time). `--ours-only` times tformer's model alone, beside a copy run in fp32 and eager ("tformer fp32 eager",
+when either option is set): what the options gain, timed alternately in one process.
+MFU is always against the fp32 (TF32) peak, so bf16 can exceed what "utilisation" suggests.
+
 Prints Markdown; `--out` writes the same as JSON. Not a test; not run in CI.
 
 B batch, T target (or BERT input) length, S source length, V vocabulary.
@@ -28,6 +38,7 @@ B batch, T target (or BERT input) length, S source length, V vocabulary.
 from __future__ import annotations
 
 import argparse
+import copy
 import statistics
 import sys
 import tempfile
@@ -41,14 +52,16 @@ from torch import Tensor, nn
 
 import tformer
 from benchmarks import machine
-from benchmarks.common import alternate, apply_quick, write_json
+from benchmarks.common import alternate, apply_quick, timed, write_json
 from benchmarks.torch_transformer import TorchBaseline
 from tformer.config import to_dict
 from tformer.models.calc import train_flops_per_token
+from tformer.training.precision import AUTOCAST_DTYPES, tf32_matmuls
 
 SHAPES = {"gpt": (8, 256), "bert": (8, 256), "seq2seq": (16, 64)}  # (B, T); seq2seq: S = T
 QUICK = dict(layers=2, d_model=64, heads=4, d_ff=256, vocab=512, batch=2, seq=32, reps=2, steps_per_rep=1,
              warmup=1)
+REFERENCE = "tformer fp32 eager"  # with --ours-only: the same model without --precision and --compile
 NO_DROPOUT = {"embed": 0.0, "attention": 0.0, "residual": 0.0, "activation": 0.0}
 
 
@@ -64,6 +77,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=2, help="untimed steps per contender first")
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--precision", choices=["fp32", *AUTOCAST_DTYPES], default="fp32",
+                   help="autocast dtype of forward and loss (fp16: with a loss scaler)")
+    p.add_argument("--compile", action="store_true", help="torch.compile every model (nn.Module.compile)")
+    p.add_argument("--ours-only", action="store_true", help="time tformer's model alone")
     p.add_argument("--quick", action="store_true", help="tiny sizes, for smoke tests")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
@@ -129,10 +146,24 @@ def copy_into_torch(ours: nn.Module, baseline: nn.Module) -> None:
         raise RuntimeError(f"copying into nn.Transformer: missing {left}, unexpected {unexpected}")
 
 
-def contenders(family: str, config: tformer.config.TransformerConfig,
-               b: dict[str, Tensor]) -> dict[str, tuple[nn.Module, Callable[[], Tensor]]]:
-    """Name -> (model, a call returning its loss on batch `b`). Our model first; the rest load its weights."""
+def our_loss(family: str, model: nn.Module, b: dict[str, Tensor]) -> Callable[[], Tensor]:
+    """A call returning our `model`'s loss on batch `b`."""
+    if family == "gpt":
+        return lambda: lm_loss(model(b["x"]), b)
+    if family == "bert":
+        return lambda: bert_loss(*model(b["x"], segments=b["segments"]), b)
+    return lambda: lm_loss(model(b["src"], b["x"]), b)
+
+
+def contenders(family: str, config: tformer.config.TransformerConfig, b: dict[str, Tensor], *,
+               ours_only: bool = False) -> dict[str, tuple[nn.Module, Callable[[], Tensor]]]:
+    """Name -> (model, a call returning its loss on batch `b`). Our model first; the rest load its weights.
+    `ours_only`: our model, and a copy of it (REFERENCE) to run without --precision and --compile."""
     ours = tformer.build_model(config)
+    ours_loss = our_loss(family, ours, b)
+    if ours_only:
+        reference = copy.deepcopy(ours)
+        return {"tformer": (ours, ours_loss), REFERENCE: (reference, our_loss(family, reference, b))}
     with tempfile.TemporaryDirectory() as tmp:
         tformer.to_hf(ours, tmp)
         if family == "gpt":
@@ -142,7 +173,7 @@ def contenders(family: str, config: tformer.config.TransformerConfig,
             def gpt2(m: nn.Module) -> Callable[[], Tensor]:
                 return lambda: lm_loss(m(input_ids=b["x"], use_cache=False).logits, b)
 
-            return {"tformer": (ours, lambda: lm_loss(ours(b["x"]), b)),
+            return {"tformer": (ours, ours_loss),
                     **{f"GPT2LMHeadModel {kind}": (m, gpt2(m)) for kind, m in hf.items()}}
         if family == "bert":
             hf = transformers.BertForPreTraining.from_pretrained(tmp)
@@ -152,13 +183,13 @@ def contenders(family: str, config: tformer.config.TransformerConfig,
                 out = hf(input_ids=b["x"], token_type_ids=b["segments"], attention_mask=mask)
                 return bert_loss(out.prediction_logits, out.seq_relationship_logits, b)
 
-            return {"tformer": (ours, lambda: bert_loss(*ours(b["x"], segments=b["segments"]), b)),
+            return {"tformer": (ours, ours_loss),
                     "BertForPreTraining": (hf, hf_bert)}
         hf = transformers.MarianMTModel.from_pretrained(tmp)
     baseline = TorchBaseline(config)
     copy_into_torch(ours, baseline)
     mask = torch.ones_like(b["src"])
-    return {"tformer": (ours, lambda: lm_loss(ours(b["src"], b["x"]), b)),
+    return {"tformer": (ours, ours_loss),
             "torch.nn.Transformer": (baseline, lambda: lm_loss(baseline(b["src"], b["x"]), b)),
             "MarianMTModel": (hf, lambda: lm_loss(hf(input_ids=b["src"], attention_mask=mask,
                                                      decoder_input_ids=b["x"], use_cache=False).logits, b))}
@@ -171,25 +202,34 @@ def attention_of(model: nn.Module) -> str:
     return "nn.MultiheadAttention" if hasattr(model, "transformer") else f"tformer {model.config.attention.kind}"
 
 
-def train_step(model: nn.Module, loss_fn: Callable[[], Tensor]) -> tuple[Callable[[], Tensor], str]:
+def train_step(model: nn.Module, loss_fn: Callable[[], Tensor], *, precision: str = "fp32",
+               compile: bool = False) -> tuple[Callable[[], Tensor], str]:
     """One training step of `model` (-> its loss before the update) with a fresh AdamW, fused where torch has
     a fused kernel for these parameters, as both `tformer train` (`training.optim.build_optimizer`) and
     Hugging Face's Trainer (optim="adamw_torch_fused", its default from torch 2.8) use it; and which
-    implementation that is: fused, foreach or for-loop."""
+    implementation that is: fused, foreach or for-loop. Forward and loss under `precision`'s autocast; with
+    `compile`, the model compiled in place (`loss_fn` calls the model, so it calls the compiled one)."""
     from torch.optim.optimizer import _default_to_fused_or_foreach
 
     from tformer.training.optim import fused_supported
 
     model.train()
+    if compile:
+        model.compile()
+    device = next(model.parameters()).device
     fused = fused_supported(list(model.parameters()))
     optimizer = torch.optim.AdamW(model.parameters(), fused=fused or None)
     foreach = _default_to_fused_or_foreach(list(model.parameters()), differentiable=False)[1]
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+    dtype = AUTOCAST_DTYPES.get(precision)
 
     def step() -> Tensor:
         optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn()
-        loss.backward()
-        optimizer.step()
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            loss = loss_fn()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
         return loss.detach()
 
     return step, "fused" if fused else "foreach" if foreach else "for-loop"
@@ -202,12 +242,16 @@ def measure(args: argparse.Namespace, family: str, peak_flops: float) -> dict:
     torch.manual_seed(args.seed)
     config = build_config(args, family, seq)
     b = {k: v.to(device) for k, v in make_batch(family, config, batch, seq, torch.Generator().manual_seed(1)).items()}
-    built = contenders(family, config, b)
-    steps, impls, losses = {}, {}, {}
+    built = contenders(family, config, b, ours_only=args.ours_only)
+    if args.precision == "fp32" and not args.compile:
+        built.pop(REFERENCE, None)  # it would be "tformer" again
+    steps, impls, losses, first = {}, {}, {}, {}
     for name, (model, loss_fn) in built.items():
         model.to(device)
-        steps[name], impls[name] = train_step(model, loss_fn)
-        losses[name] = steps[name]().item()  # the first warm-up step: the loss before any update
+        options = dict(precision=args.precision, compile=args.compile) if name != REFERENCE else {}
+        steps[name], impls[name] = train_step(model, loss_fn, **options)
+        first[name], loss0 = timed(steps[name], device)  # the first warm-up step (with --compile, compiling)
+        losses[name] = loss0.item()  # the loss before any update
         for _ in range(args.warmup - 1):
             steps[name]()
     reps = {name: lambda s=step: [s() for _ in range(args.steps_per_rep)] for name, step in steps.items()}
@@ -220,10 +264,12 @@ def measure(args: argparse.Namespace, family: str, peak_flops: float) -> dict:
         rows.append(dict(contender=name, attention=attention_of(model), optimizer=f"AdamW ({impls[name]})",
                          parameters=sum(p.numel() for p in model.parameters() if p.grad is not None),
                          tokens_per_s=tokens / median, ms_per_step=1000 * median,
-                         mfu=tokens / median * flops / peak_flops, loss0=losses[name], step_s=times[name]))
+                         mfu=tokens / median * flops / peak_flops, loss0=losses[name], step_s=times[name],
+                         first_step_s=first[name]))
     for r in rows:
         r["vs_tformer"] = r["tokens_per_s"] / rows[0]["tokens_per_s"]
-    return dict(family=family, batch=batch, seq=seq, tokens_per_step=tokens, train_flops_per_token=flops,
+    return dict(family=family, batch=batch, seq=seq, precision=args.precision, compile=args.compile,
+                tokens_per_step=tokens, train_flops_per_token=flops,
                 max_loss0_diff=max(abs(r["loss0"] - rows[0]["loss0"]) for r in rows), config=to_dict(config),
                 rows=rows)
 
@@ -232,12 +278,14 @@ def markdown(result: dict) -> str:
     r0 = result["rows"][0]
     shape_text = f"{result['batch']} x {result['seq']}" + (" (+ source)" if result["family"] == "seq2seq" else "")
     lines = [f"### {result['family']}: batch {shape_text}, "
-             f"{result['train_flops_per_token'] / 1e6:.3g} MFLOP per training token",
+             f"{result['train_flops_per_token'] / 1e6:.3g} MFLOP per training token, {result['precision']}"
+             + (", compiled" if result["compile"] else ""),
              f"step-0 loss {r0['loss0']:.5f}; max |difference| between contenders {result['max_loss0_diff']:.1e}",
-             "", "| contender | trained params | attention | optimizer | tokens/s | ms per step | MFU | x tformer |",
-             "|---|---:|---|---|---:|---:|---:|---:|"]
+             "", "| contender | trained params | attention | optimizer | tokens/s | ms per step | first step s | MFU "
+             "| x tformer |", "|---|---:|---|---|---:|---:|---:|---:|---:|"]
     lines += [f"| {r['contender']} | {r['parameters']:,} | {r['attention']} | {r['optimizer']} | "
-              f"{r['tokens_per_s']:.0f} | {r['ms_per_step']:.0f} | {100 * r['mfu']:.1f}% | {r['vs_tformer']:.2f} |"
+              f"{r['tokens_per_s']:.0f} | {r['ms_per_step']:.0f} | {r['first_step_s']:.2f} | {100 * r['mfu']:.1f}% | "
+              f"{r['vs_tformer']:.2f} |"
               for r in result["rows"]]
     return "\n".join(lines)
 
@@ -249,14 +297,15 @@ def main(argv: list[str] | None = None) -> dict:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     size = dict(n=256, mib=8, reps=3) if args.quick else {}
-    limits = machine.limits(args.device, **size)
-    info = machine.describe(args.device)
-    print(f"{machine.summary(info, limits)}; transformers {transformers.__version__}"
-          + (" (quick: small sizes, not the limits)" if args.quick else ""))
-    results = []
-    for family in args.families:
-        results.append(measure(args, family, limits["matmul_gflops"] * 1e9))
-        print("\n" + markdown(results[-1]), flush=True)
+    with tf32_matmuls(torch.device(args.device)):  # on a GPU, as `tformer train` runs (the peak measured alike)
+        limits = machine.limits(args.device, **size)
+        info = machine.describe(args.device)
+        print(f"{machine.summary(info, limits)}; transformers {transformers.__version__}"
+              + (" (quick: small sizes, not the limits)" if args.quick else ""))
+        results = []
+        for family in args.families:
+            results.append(measure(args, family, limits["matmul_gflops"] * 1e9))
+            print("\n" + markdown(results[-1]), flush=True)
     report = dict(args=vars(args), machine=info,
                   transformers=transformers.__version__, limits=limits, results=results)
     if args.out is not None:

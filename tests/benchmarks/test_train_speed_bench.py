@@ -44,3 +44,12 @@ def test_quick_run_same_losses_and_positive_speeds(tmp_path: Path, one_thread: N
             assert math.isfinite(row["tokens_per_s"]) and row["tokens_per_s"] > 0
             assert 0 < row["mfu"] < math.inf and math.isfinite(row["loss0"])
             assert row["parameters"] > 0
+
+
+def test_precision_and_ours_only(one_thread: None) -> None:
+    report = train_speed.main(["--quick", "--threads", "1", "--families", "gpt", "--precision", "bf16", "--ours-only"])
+    (result,) = report["results"]
+    assert result["precision"] == "bf16" and not result["compile"]
+    assert [row["contender"] for row in result["rows"]] == ["tformer", "tformer fp32 eager"]
+    assert all(row["first_step_s"] > 0 and math.isfinite(row["loss0"]) for row in result["rows"])
+    assert 0 < result["max_loss0_diff"] < 0.05  # the same weights, one of them run in bfloat16

@@ -32,8 +32,7 @@ def test_patience_stops_after_n_evaluations_without_a_better_metric(tmp_path) ->
     state = fit(model, model.config, task, train_config(max_steps=12, eval_every=2, patience=3),
                 out_dir=tmp_path, progress=False)
     assert state["step"] == 10 and state["stopped"] == "patience" and state["best"] == 2.0
-    assert stop_summary(state) == ("stopped at step 10 after 0.0 min: patience reached (3 evaluations without a "
-                                   "better valid_loss)")
+    assert stop_summary(state).endswith("min: patience reached (3 evaluations without a better valid_loss)")
     assert [r["step"] for r in records(tmp_path) if "eval/valid_loss" in r] == [2, 4, 6, 8, 10]
 
 

@@ -3,9 +3,10 @@ model, config and tokenizer is `tformer.checkpoints`', which inference uses with
 
     <path>/model.safetensors   the weights (safetensors; a tied tensor is stored once, under one name)
     <path>/config.yaml         family, model class and the model config, as plain data
-    <path>/trainer.pt          optimizer and scheduler state, the caller's state (step, epoch, batch
-                               position in the epoch, ...) and the RNG states (python, numpy, torch CPU,
-                               CUDA); only when training state is passed
+    <path>/trainer.pt          optimizer and scheduler state, the fp16 loss scaler's state (None
+                               without one), the caller's state (step, epoch, batch position in the
+                               epoch, ...) and the RNG states (python, numpy, torch CPU, CUDA); only
+                               when training state is passed
     <path>/tokenizer/          written by the tokenizer's own `save(dir)`, when one is passed
     <path>/manifest.json       every file's size and SHA-256, the tokenizer's included, checked when the
                                file is read back (`tformer.manifest`)
@@ -67,13 +68,15 @@ def save_checkpoint(path: str | os.PathLike, *, model: nn.Module, config: Transf
                     optimizer: torch.optim.Optimizer | None = None,
                     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None, state: dict | None = None,
                     tokenizer: SavesToDirectory | None = None, keep_previous_as: str | os.PathLike | None = None,
-                    model_state: dict | None = None, optimizer_state: dict | None = None) -> None:
+                    model_state: dict | None = None, optimizer_state: dict | None = None,
+                    scaler: torch.amp.GradScaler | None = None) -> None:
     """Write the checkpoint directory `path`, replacing any checkpoint there only once complete (and keeping
     the one it replaces as `keep_previous_as`, if given, instead of deleting it).
 
-    trainer.pt is written when any of optimizer, scheduler or state is given: their states, and the RNG
-    states. `state` is the loop's own plain data (numbers, strings, None, lists, dicts, tensors), e.g.
-    the step, the epoch and the batch position in it; `load_training_state` returns it unchanged.
+    trainer.pt is written when any of optimizer, scheduler or state is given: their states, the RNG
+    states, and the state of `scaler` (fp16's loss scale) when it is given and enabled. `state` is the
+    loop's own plain data (numbers, strings, None, lists, dicts, tensors), e.g. the step, the epoch and the
+    batch position in it; `load_training_state` returns it unchanged.
     `tokenizer.save(dir)` is called with an existing, empty `tokenizer/` directory. `model_state` and
     `optimizer_state` stand in for `model.state_dict()` and `optimizer.state_dict()` when those live sharded
     over several processes (FSDP) and were gathered by the caller.
@@ -89,7 +92,8 @@ def save_checkpoint(path: str | os.PathLike, *, model: nn.Module, config: Transf
     try:
         with atomic_directory(path, keep_previous_as=keep_previous_as) as tmp:
             _write_files(tmp, model=model, config=config, optimizer=optimizer, scheduler=scheduler, state=state,
-                         tokenizer=tokenizer, model_state=model_state, optimizer_state=optimizer_state)
+                         tokenizer=tokenizer, model_state=model_state, optimizer_state=optimizer_state,
+                         scaler=scaler)
     except OSError as e:
         reason = e.strerror or str(e) or errno.errorcode.get(e.errno or 0, type(e).__name__)
         kept = " (the previous one there is kept)" if path.exists() else ""
@@ -99,7 +103,7 @@ def save_checkpoint(path: str | os.PathLike, *, model: nn.Module, config: Transf
 def _write_files(directory: Path, *, model: nn.Module, config: TransformerConfig,
                  optimizer: torch.optim.Optimizer | None, scheduler: torch.optim.lr_scheduler.LRScheduler | None,
                  state: dict | None, tokenizer: SavesToDirectory | None, model_state: dict | None,
-                 optimizer_state: dict | None) -> None:
+                 optimizer_state: dict | None, scaler: torch.amp.GradScaler | None) -> None:
     """The checkpoint's files (see the module docstring) into the empty `directory`, the manifest last."""
     with writing(directory / MODEL_FILE):  # safetensors' own error for a full disk, as the OSError it is
         if model_state is None:
@@ -114,6 +118,7 @@ def _write_files(directory: Path, *, model: nn.Module, config: TransformerConfig
         trainer = {
             "optimizer": optimizer_state,
             "scheduler": None if scheduler is None else scheduler.state_dict(),
+            "scaler": scaler.state_dict() if scaler is not None and scaler.is_enabled() else None,
             "state": dict(state or {}),
             "rng": rng_states(),
         }
@@ -135,9 +140,11 @@ def _save_state(model: nn.Module, state: dict, file: Path) -> None:
 
 def load_training_state(path: str | os.PathLike, *, optimizer: torch.optim.Optimizer | None = None,
                         scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
-                        model: nn.Module | None = None, restore_rng: bool = True) -> dict:
+                        model: nn.Module | None = None, restore_rng: bool = True,
+                        scaler: torch.amp.GradScaler | None = None) -> dict:
     """Restore the optimizer and scheduler (built as before, over the model) and the RNG states from
-    trainer.pt, and with `model` also the weights into that model; returns the `state` dict saved."""
+    trainer.pt, and with `model` also the weights into that model; returns the `state` dict saved. An
+    enabled `scaler` gets the saved loss scale (`restore_scaler`)."""
     path = Path(path)
     if model is not None:
         load_weights(model, path)
@@ -149,13 +156,24 @@ def load_training_state(path: str | os.PathLike, *, optimizer: torch.optim.Optim
         optimizer.load_state_dict(trainer["optimizer"])
     if scheduler is not None:
         scheduler.load_state_dict(trainer["scheduler"])
+    if scaler is not None:
+        restore_scaler(scaler, trainer)
     if restore_rng:
         set_rng_states(trainer["rng"])
     return trainer["state"]
 
 
+def restore_scaler(scaler: torch.amp.GradScaler, trainer: dict) -> None:
+    """The saved loss scale into an enabled `scaler`; a checkpoint without one (trained in fp32 or bf16,
+    or older than the scaler) leaves it at its initial scale, and a disabled scaler ignores a saved one: a
+    run may resume in another precision (the Python API does not check the recipe)."""
+    if scaler.is_enabled() and trainer.get("scaler"):
+        scaler.load_state_dict(trainer["scaler"])
+
+
 def read_trainer(path: str | os.PathLike) -> dict:
-    """trainer.pt as saved: {"optimizer", "scheduler", "state", "rng"}."""
+    """trainer.pt as saved: {"optimizer", "scheduler", "scaler", "state", "rng"} ("scaler" is missing
+    from checkpoints older than it)."""
     path = Path(path)
     file = checkpoint_file(path, TRAINER_FILE)
     try:
@@ -166,5 +184,6 @@ def read_trainer(path: str | os.PathLike) -> dict:
 
 __all__ = [
     "CONFIG_FILE", "MANIFEST_FILE", "MODEL_FILE", "TOKENIZER_DIR", "TRAINER_FILE", "load_config", "load_model",
-    "load_training_state", "load_weights", "read_trainer", "save_checkpoint", "tokenizer_dir", "verify_checkpoint",
+    "load_training_state", "load_weights", "read_trainer", "restore_scaler", "save_checkpoint", "tokenizer_dir",
+    "verify_checkpoint",
 ]

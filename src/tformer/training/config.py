@@ -9,6 +9,7 @@ from tformer.configio import check_finite
 from tformer.errors import UserError
 from tformer.training import distributed as dist
 from tformer.training.optim import OptimConfig
+from tformer.training.precision import PRECISIONS
 from tformer.training.schedules import ScheduleConfig
 
 # torch.set_num_threads asks OpenMP for that many threads at once: a count the system cannot create aborts the
@@ -30,6 +31,8 @@ class TrainConfig:
     max_bad_steps: int = 5  # steps in a row with a non-finite loss or gradient before the run stops
     distributed: str = "ddp"  # under torchrun: "ddp" (a replica per rank) or "fsdp" (fully sharded)
     device: str = "auto"  # "auto" (a GPU if torch sees one, else the CPU), "cpu", "cuda" or "cuda:N"
+    precision: str = "auto"  # fp32, bf16 or fp16 (autocast, fp16 loss-scaled); auto: bf16 on a GPU with it, else fp32
+    compile: bool = False  # run the training steps through torch.compile (evaluation and saving stay eager)
     threads: int | None = None  # torch's intra-op CPU threads; None: torch's default (one per core)
     tune_threads: bool = False  # retime 1, 2, 4 ... threads during training and keep the fastest (threads.py)
     best_metric: str = "valid_loss"  # chooses the `best` checkpoint; "bleu" and "accuracy" count higher as better
@@ -61,6 +64,10 @@ class TrainConfig:
             raise UserError(f"train.time_budget_min={self.time_budget_min!r} must be > 0")
         if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", str(self.device)):
             raise UserError(f"train.device={self.device!r} is not allowed; use auto, cpu, cuda or cuda:N")
+        if self.precision not in PRECISIONS:
+            raise UserError(f"train.precision={self.precision!r} is not allowed; choose one of {', '.join(PRECISIONS)}")
+        if not isinstance(self.compile, bool):
+            raise UserError(f"train.compile={self.compile!r} must be true or false")
         if self.distributed not in dist.STRATEGIES:
             allowed = ", ".join(dist.STRATEGIES)
             raise UserError(f"train.distributed={self.distributed!r} is not allowed; choose one of {allowed}")

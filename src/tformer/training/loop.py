@@ -6,7 +6,9 @@ resumes exactly (weights, optimizer, schedule, every RNG and the position in the
 Work is never lost: checkpoints are atomic and verified (`checkpoint.py`); SIGINT and SIGTERM save `last`
 at the end of the step and return (`interrupts.py`); `save_every` bounds what a SIGKILL loses. A step with
 a non-finite loss or gradient is skipped and reported; `max_bad_steps` in a row stop the run. Under
-torchrun the same loop trains data-parallel (`distributed.py`); only rank 0 writes.
+torchrun the same loop trains data-parallel (`distributed.py`); only rank 0 writes. `train.precision`
+runs the steps under autocast (bf16, or fp16 with a loss scaler whose overflow retries are not bad steps:
+`precision.py`); `train.compile` runs them through torch.compile; evaluation runs eager, in float32.
 
 A task supplies the data and the loss; see `Task`. The settings are `TrainConfig` (`config.py`), the log
 `Logger` (`logger.py`), the run's checkpoints and resuming from them `resume.py`.
@@ -39,6 +41,7 @@ from tformer.training.interrupts import Interrupts
 from tformer.training.logger import Logger
 from tformer.training.memory import keep_freed_memory
 from tformer.training.optim import build_optimizer
+from tformer.training.precision import Precision, tf32_matmuls
 from tformer.training.progress import ProgressBar, Throughput
 from tformer.training.resume import Checkpoints, check_resumable, restore, set_next_lr
 from tformer.training.schedules import build_scheduler
@@ -93,6 +96,8 @@ class _Run:
 
     model: nn.Module  # the model trained (under torchrun: wrapped for DDP or FSDP)
     whole: nn.Module  # the model evaluated and saved
+    stepped: nn.Module  # what the steps call: `model`, or with train.compile its torch.compile wrapper
+    precision: Precision
     world: dist.World
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LambdaLR
@@ -109,7 +114,9 @@ def _start(model: nn.Module, config: TransformerConfig, train: TrainConfig, *, o
     them and the loop state from out_dir/last; open the log and write recipe.yaml (rank 0)."""
     keep_freed_memory()  # every step reuses the pages of the step before (see memory.py)
     world = dist.launched_world()
-    model.to(resolve_device(train.device, local_rank=world.local_rank))  # under torchrun: this rank's GPU
+    device = resolve_device(train.device, local_rank=world.local_rank)  # under torchrun: this rank's GPU
+    precision = Precision(train.precision, device, fsdp=world.is_distributed and train.distributed == "fsdp")
+    model.to(device)
     if resume:
         check_resumable(out_dir, config)
         load_weights(model, out_dir / "last")  # before wrapping, so every rank starts from the same weights
@@ -121,7 +128,7 @@ def _start(model: nn.Module, config: TransformerConfig, train: TrainConfig, *, o
     scheduler = build_scheduler(optimizer, train.schedule, d_model=config.d_model, lr=train.optim.lr,
                                 progress=lambda step: run_progress(step, state["elapsed"], train))
     if resume:
-        state.update(restore(out_dir / "last", model, optimizer, scheduler, train, world))
+        state.update(restore(out_dir / "last", model, optimizer, scheduler, train, world, scaler=precision.scaler))
         set_next_lr(optimizer, scheduler)
     log = (Logger(out_dir, resume_at=state["step"] if resume else None, tensorboard=train.tensorboard)
            if world.is_main else None)
@@ -129,17 +136,22 @@ def _start(model: nn.Module, config: TransformerConfig, train: TrainConfig, *, o
         write_atomic(out_dir / "recipe.yaml", dump_yaml(to_dict(recipe)))
     checkpoints = Checkpoints(out_dir, model=model, whole=whole, optimizer=optimizer, scheduler=scheduler,
                               config=config, tokenizer=tokenizer, train=train, world=world,
-                              last_step=state["step"] if resume else None)
-    return _Run(model=model, whole=whole, world=world, optimizer=optimizer, scheduler=scheduler, state=state,
-                log=log, checkpoints=checkpoints, out_dir=out_dir)
+                              last_step=state["step"] if resume else None, scaler=precision.scaler)
+    # the wrapper shares `model`'s parameters; `whole` stays eager, so saved keys have no `_orig_mod.`
+    stepped = torch.compile(model) if train.compile else model
+    return _Run(model=model, whole=whole, stepped=stepped, precision=precision, world=world, optimizer=optimizer,
+                scheduler=scheduler, state=state, log=log, checkpoints=checkpoints, out_dir=out_dir)
 
 
 def _train(run: _Run, task: Task, train: TrainConfig, *, data: EpochReader, bar: ProgressBar,
            stop: Interrupts) -> None:
     """Optimizer steps until max_steps, the time budget or a signal; sets state["stopped"] (and
     state["interrupted"] for a signal). A step with a non-finite loss or gradient is skipped, not counted.
-    `train.threads` / `tune_threads` set torch's CPU threads for the steps (threads.py)."""
-    with training_threads(train.threads, train.tune_threads, on_cpu=device_of(run.model).type == "cpu") as tuner:
+    `train.threads` / `tune_threads` set torch's CPU threads for the steps (threads.py); on a GPU, float32
+    matmuls use TF32 (precision.py)."""
+    device = device_of(run.model)
+    with training_threads(train.threads, train.tune_threads, on_cpu=device.type == "cpu") as tuner, \
+            tf32_matmuls(device):
         _steps(run, task, train, data=data, bar=bar, stop=stop, tuner=tuner)
 
 
@@ -152,12 +164,17 @@ def _steps(run: _Run, task: Task, train: TrainConfig, *, data: EpochReader, bar:
         micro = dist.shard(data.take(train.accum_steps * world.size), world)
         if tuner is not None:
             tuner.before_step()
-        step_started = time.perf_counter()
-        mean_loss, total, grad_norm = _step(run.model, task, micro, run.optimizer, clip_norm=train.optim.clip_norm,
-                                            world=world)
+        step_started, scale = time.perf_counter(), run.precision.scale()
+        mean_loss, total, grad_norm = _step(run.stepped, task, micro, run.optimizer, clip_norm=train.optim.clip_norm,
+                                            world=world, precision=run.precision)
         if tuner is not None:
             tuner.after_step(total, time.perf_counter() - step_started)
-        if not (math.isfinite(mean_loss) and math.isfinite(grad_norm)):
+        finite = math.isfinite(mean_loss) and math.isfinite(grad_norm)
+        if not finite and run.precision.retried(mean_loss, scale):
+            if run.log is not None:  # fp16's loss scaler backed off: expected, retried, not a bad step
+                run.log.write({"step": state["step"] + 1, "skipped": f"fp16 gradient overflow at loss scale {scale:g}"})
+            continue
+        if not finite:
             bad_steps.append(state["step"] + 1)
             _report_bad_step(bad_steps, mean_loss, grad_norm, train, run.log, run.out_dir)
             continue
@@ -175,6 +192,8 @@ def _steps(run: _Run, task: Task, train: TrainConfig, *, data: EpochReader, bar:
             window.restart()
             record = {"step": state["step"], "loss": mean_loss, "lr": lr, "grad_norm": grad_norm,
                       "tokens_per_s": rate, "elapsed_s": state["elapsed"]}
+            if run.precision.scaler.is_enabled():
+                record["loss_scale"] = scale
             run.log.write(record if tuner is None else {**record, "threads": tuner.threads})
         bar.show(state, loss=mean_loss, lr=lr, tokens_per_s=rate)
         if _evaluate_or_stop(run, task, train, window=window, signum=int(signum)):
@@ -252,11 +271,15 @@ class EpochReader:
 
 
 def _step(model: nn.Module, task: Task, micro: list[Any], optimizer: torch.optim.Optimizer, *,
-          clip_norm: float | None, world: dist.World) -> tuple[float, int, float]:
+          clip_norm: float | None, world: dist.World, precision: Precision | None = None) -> tuple[float, int, float]:
     """One optimizer step over this rank's micro-batches: each loss (a sum over its tokens) is divided by
     the token count of the whole step on every rank, so the gradient equals that of one big batch's mean
     however the tokens are split. (DDP averages the ranks' gradients, hence the factor world.size.)
-    Returns (mean loss, tokens, gradient norm); the optimizer does not step if either is not finite."""
+    Returns (mean loss, tokens, gradient norm); the optimizer does not step if either is not finite.
+    Forward and loss run under `precision`'s autocast (default: float32); under fp16 the loss is scaled
+    before backward and the gradients unscaled before clipping, and the scaler's scale updated."""
+    precision = precision or Precision("fp32", device_of(model))
+    scaler = precision.scaler  # disabled (a pass-through) unless fp16
     optimizer.zero_grad(set_to_none=True)
     device = device_of(model)
     local = sum(task.n_tokens(b) for b in micro)
@@ -265,13 +288,16 @@ def _step(model: nn.Module, task: Task, micro: list[Any], optimizer: torch.optim
     for i, batch in enumerate(micro):
         last = i == len(micro) - 1
         with nullcontext() if last or not hasattr(model, "no_sync") else model.no_sync():  # all-reduce once
-            loss = task.loss(model, to_device(batch, device))
-            (loss / total * world.size).backward()
+            with precision.autocast():
+                loss = task.loss(model, to_device(batch, device))
+            scaler.scale(loss / total * world.size).backward()
         loss_sum += loss.item()
     loss_sum = dist.all_reduce([loss_sum], world)[0]
+    scaler.unscale_(optimizer)
     grad_norm = _clip(model, clip_norm)
     if math.isfinite(loss_sum) and math.isfinite(grad_norm):
-        optimizer.step()
+        scaler.step(optimizer)
+    scaler.update()  # an overflow (non-finite gradient) halves the scale
     return loss_sum / total, total, grad_norm
 
 

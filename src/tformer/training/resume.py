@@ -16,7 +16,7 @@ from tformer.configio import flat_keys, to_dict
 from tformer.errors import UserError
 from tformer.training import distributed as dist
 from tformer.training.average import EvalAverages
-from tformer.training.checkpoint import load_config, read_trainer, save_checkpoint
+from tformer.training.checkpoint import load_config, read_trainer, restore_scaler, save_checkpoint
 from tformer.training.config import TrainConfig
 from tformer.training.rng import rng_states, set_rng_states
 
@@ -28,8 +28,9 @@ class Checkpoints:
 
     def __init__(self, out_dir: Path, *, model: nn.Module, whole: nn.Module, optimizer: torch.optim.Optimizer,
                  scheduler: torch.optim.lr_scheduler.LRScheduler, config: TransformerConfig, tokenizer: Any,
-                 train: TrainConfig, world: dist.World, last_step: int | None) -> None:
-        self.out_dir, self.model, self.whole = out_dir, model, whole
+                 train: TrainConfig, world: dist.World, last_step: int | None,
+                 scaler: torch.amp.GradScaler | None = None) -> None:
+        self.out_dir, self.model, self.whole, self.scaler = out_dir, model, whole, scaler
         self.optimizer, self.scheduler = optimizer, scheduler
         self.config, self.tokenizer, self.train, self.world = config, tokenizer, train, world
         self.last_step = last_step  # the step `last` holds (None: none written by this run or its predecessor)
@@ -46,7 +47,8 @@ class Checkpoints:
             save_checkpoint(self.out_dir / name, model=self.whole, config=self.config, optimizer=self.optimizer,
                             scheduler=self.scheduler, state={**state, "world_rng": ranks_rng},
                             tokenizer=self.tokenizer, keep_previous_as=keep,
-                            model_state=gathered and gathered[0], optimizer_state=gathered and gathered[1])
+                            model_state=gathered and gathered[0], optimizer_state=gathered and gathered[1],
+                            scaler=self.scaler)
             if name == "last":
                 _prune(self.out_dir, self.train.keep_last - 1)
         if name == "last":
@@ -82,13 +84,16 @@ def check_resumable(out_dir: Path, config: TransformerConfig) -> None:
 
 
 def restore(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer,
-             scheduler: torch.optim.lr_scheduler.LRScheduler, train: TrainConfig, world: dist.World) -> dict:
-    """The optimizer, schedule and RNG states from a checkpoint's trainer.pt (the weights are loaded
-    already); returns the loop state. With as many ranks as saved it, each rank gets its own RNG back;
-    with another number, rank 0 gets the saved one and the others a seed derived from it."""
+             scheduler: torch.optim.lr_scheduler.LRScheduler, train: TrainConfig, world: dist.World, *,
+             scaler: torch.amp.GradScaler | None = None) -> dict:
+    """The optimizer, schedule, loss scale (fp16) and RNG states from a checkpoint's trainer.pt (the
+    weights are loaded already); returns the loop state. With as many ranks as saved it, each rank gets its
+    own RNG back; with another number, rank 0 gets the saved one and the others a seed derived from it."""
     trainer = read_trainer(path)
     dist.load_optimizer_state(model, optimizer, trainer["optimizer"])
     scheduler.load_state_dict(trainer["scheduler"])
+    if scaler is not None:
+        restore_scaler(scaler, trainer)
     state = dict(trainer["state"])
     ranks_rng = state.pop("world_rng", None) or [trainer["rng"]]
     if len(ranks_rng) == world.size:
