@@ -29,7 +29,13 @@ where the default is the terminal and the run kept under docs/bench/ was written
     decode_profile     one decoding step by operator (torch.profiler) against CTranslate2's step
                        -> kept: docs/bench/decode-profile.json, docs/bench/decode-profile-beam.json
     extrapolation      every position scheme at lengths beyond training -> docs/bench/extrapolation/
+    fuzz               the bad-input contracts by property with many examples (tests/properties/contracts.py):
+                       `tformer train` with mutated overrides, any request to each `tformer serve` endpoint
+                       -> the terminal (outcomes and every breach; --out FILE for JSON)
     generate           GPT generation against transformers' generate -> a part of bench: docs/bench/results.json
+    gpu_decode_check   captured decoding on a GPU: its tokens checked against the eager paths', GPT generation and
+                       greedy translation timed with and without it and against transformers' generate
+                       -> --out FILE (JSON, and the table beside it as .md); kept: docs/bench/gpu-decode.json
     int8_kernels       which int8 weight-only matmul runs fastest on this CPU, on the project's layer shapes
                        -> kept: docs/bench/int8-kernels.txt (printed), docs/bench/int8-kernels-compiled.json
     int8_quality       int8 against fp32 and CTranslate2 int8 on trained checkpoints: quality and speed

@@ -8,7 +8,9 @@ One random GPT-2-shaped model is built here, written with `tformer.to_hf` and re
 is greedy decoding of `--new-tokens` tokens after a random `--prompt-len`-token prompt, no stop token, both
 with their key/value cache; tokens/s = batch * new tokens / wall time (prefill included). After one warm-up
 run of each, the contenders alternate within every repetition (the order flips each time) in this one
-process, and the median over repetitions is reported. Both must produce the same tokens (checked).
+process, and the median over repetitions is reported. Both must produce the same tokens (checked). On CUDA
+ours decodes with its captured step (`tformer.decoding.captured`, the default there; `--no-capture` turns it
+off), and `tformer eager` shows the dynamic path beside it.
 
 The batch-1 bound: each decoded token reads every weight once, so tokens/s <= bandwidth / weight bytes, with
 the bandwidth at which a matrix-vector product reads its matrix (measured here: `machine.matvec_gb_s`),
@@ -39,6 +41,7 @@ from benchmarks import machine
 from benchmarks.common import alternate, timed, write_json
 from tformer.data.device import DTYPES
 from tformer.decoding import generate_greedy
+from tformer.decoding.captured import DecodeGraphs
 from tformer.decoding.layout import DecodingLayout
 
 
@@ -58,6 +61,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--compile", action="store_true",
                    help="add `tformer compiled`: our model through torch.compile (its first call, which compiles, "
                         "is reported apart)")
+    p.add_argument("--no-capture", action="store_true",
+                   help="on CUDA, decode without the captured step (by default `tformer` is captured there, as "
+                        "`generate` is, and `tformer eager` is added)")
     p.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     return p.parse_args(argv)
 
@@ -82,17 +88,22 @@ def build_pair(args: argparse.Namespace, device: torch.device) -> tuple[nn.Modul
 
 
 def contenders(ours: nn.Module, hf: nn.Module, prompt: torch.Tensor, new: int,
-               compiled: nn.Module | None = None) -> dict[str, Callable]:
-    """Name -> a call producing the new tokens of every row, for the prompt batch (B, P)."""
+               compiled: nn.Module | None = None, *, capture: bool = True) -> dict[str, Callable]:
+    """Name -> a call producing the new tokens of every row, for the prompt batch (B, P). On CUDA `tformer`
+    is captured (`generate`'s default there) unless `capture` is False, and `tformer eager` is added."""
     rows = prompt.tolist()
     extra = {}
     if compiled is not None:
-        extra["tformer compiled"] = lambda: generate_greedy(compiled, rows, max_new_tokens=new)
+        extra["tformer compiled"] = lambda: generate_greedy(compiled, rows, max_new_tokens=new, capture=False)
+    if prompt.device.type == "cuda" and capture:
+        extra["tformer eager"] = lambda: generate_greedy(ours, rows, max_new_tokens=new, capture=False)
 
     layout = DecodingLayout(ours)  # kept across calls, as `inference.load` keeps it for its holder
+    graphs = DecodeGraphs(ours)  # likewise the captured steps (used on CUDA only)
 
     def run_ours() -> list[list[int]]:
-        return generate_greedy(ours, rows, max_new_tokens=new, layout=layout)
+        return generate_greedy(ours, rows, max_new_tokens=new, layout=layout, graphs=graphs,
+                               capture=None if capture else False)
 
     @torch.inference_mode()
     def run_hf() -> list[list[int]]:
@@ -122,7 +133,7 @@ def measure(args: argparse.Namespace, ours: nn.Module, hf: nn.Module, device: to
     rows = []
     for batch in args.batches:
         prompt = torch.randint(0, args.vocab, (batch, args.prompt_len), generator=g).to(device)  # (B, P)
-        calls = contenders(ours, hf, prompt, args.new_tokens, compiled)
+        calls = contenders(ours, hf, prompt, args.new_tokens, compiled, capture=not args.no_capture)
         warm = {name: timed(fn, device) for name, fn in calls.items()}  # warm-up; compiles the compiled one
         outputs = {name: tokens for name, (_, tokens) in warm.items()}
         times = alternate(calls, device, args.reps)

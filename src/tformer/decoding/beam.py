@@ -40,9 +40,11 @@ import torch
 from torch import Tensor, nn
 
 from tformer.configio import shown
+from tformer.decoding.beam_steps import EagerSteps, FixedSteps
+from tformer.decoding.captured import DecodeGraphs, bucket, use_capture
 from tformer.decoding.constraints import Repetition, force, forced_at, prefix_table, with_prefix_room
 from tformer.decoding.layout import DecodingLayout
-from tformer.decoding.steps import eval_mode, max_lengths, next_log_probs, reorder_rows, source_lengths
+from tformer.decoding.steps import eval_mode, max_lengths, source_lengths
 from tformer.errors import UserError
 
 LENPEN_KINDS = ("fairseq", "gnmt")
@@ -120,12 +122,27 @@ def _live(cand_scores: Tensor, is_eos: Tensor, *, beam: int) -> Tensor:
     return rank.topk(beam, dim=1, largest=False).indices
 
 
+def decoder_steps(model: nn.Module, memory: Tensor, src_valid: Tensor, *, beam: int, limits: list[int],
+                  use_cache: bool, captured: bool, graphs: DecodeGraphs | None) -> EagerSteps | FixedSteps:
+    """The decoder's steps for one batch: dynamic, or fixed-shape (kept in `graphs`) and started."""
+    if not captured:
+        return EagerSteps(model, memory, src_valid, slots=max(limits), use_cache=use_cache)
+    graphs = graphs if graphs is not None else DecodeGraphs(model)
+    graphs.check(model)
+    rows, source = src_valid.shape
+    slots = bucket(max(limits), cap=model.config.max_len)
+    steps = graphs.get(("beam", rows, beam, source, slots),
+                       lambda: FixedSteps(model, graphs, rows=rows, beam=beam, source=source, slots=slots))
+    steps.start(memory, src_valid)
+    return steps
+
+
 @torch.inference_mode()
 def beam_search(model: nn.Module, src: Tensor, *, beam: int = 4, lenpen: float = 1.0,
                 lenpen_kind: str = "fairseq", max_len_a: float = 1.2, max_len_b: int = 10, n_best: int = 1,
                 stopping: str = "finished", use_cache: bool = True, layout: DecodingLayout | None = None,
-                repetition: Repetition | None = None,
-                prefixes: Sequence[Sequence[int]] | None = None) -> list[list[Hypothesis]]:
+                repetition: Repetition | None = None, prefixes: Sequence[Sequence[int]] | None = None,
+                capture: bool | None = None, graphs: DecodeGraphs | None = None) -> list[list[Hypothesis]]:
     """Beam-search translations of a padded batch `src` (B, S) (padding = config.pad_id).
 
     Returns, per sentence, its `n_best` hypotheses sorted by score, best first. `lenpen` and `lenpen_kind`
@@ -133,13 +150,16 @@ def beam_search(model: nn.Module, src: Tensor, *, beam: int = 4, lenpen: float =
     of n real tokens (as `greedy`); `stopping` when a sentence is done (STOPPING, the module docstring);
     `use_cache` decodes incrementally (same result, fewer FLOPs); `layout`, `repetition` and `prefixes`: as
     `greedy`'s (a forced token's log-probability counts in the hypothesis's; a repetition penalty's changes
-    count too, as the scores the search ranks).
+    count too, as the scores the search ranks). `capture`, `graphs`: captured decoding, as `generate`'s: the
+    decoder's step (caches' reorder included) is replayed as a CUDA graph, the search stays on the host
+    (`beam_steps.FixedSteps`).
 
     A function should stay near 60 lines; this one is longer on purpose: one step of the search reads top to
     bottom as the algorithm goes (candidates, finished, live, prune, reorder), and the three closures share the
     call's settings."""
     config = model.config
     _check(beam=beam, n_best=n_best, lenpen_kind=lenpen_kind, stopping=stopping, vocab_size=config.vocab_size)
+    captured = use_capture(capture, model, use_cache=use_cache)
 
     def normalise(log_prob: float, length: int) -> float:
         return log_prob / length_penalty(length, lenpen=lenpen, kind=lenpen_kind)
@@ -165,18 +185,20 @@ def beam_search(model: nn.Module, src: Tensor, *, beam: int = 4, lenpen: float =
                               device=src.device)  # (B, L) or None
         limits = with_prefix_room(limits, prefixes, cap=config.max_len)
         memory = model.encode(src, src_valid)  # (B, S, d)
-        caches = model.new_caches(src.shape[0], max(limits)) if use_cache else None
+        steps = decoder_steps(model, memory, src_valid, beam=beam, limits=limits, use_cache=use_cache,
+                              captured=captured, graphs=graphs)
         device = memory.device
         sentence = torch.arange(src.shape[0], device=device)  # (N,) live sentences
         scores = torch.zeros(src.shape[0], 1, device=device)  # (N, k) log-prob of each live prefix; k = 1 first
         prefix = torch.empty(src.shape[0], 0, dtype=torch.long, device=device)  # (N * k, t)
         finished: list[list[Hypothesis]] = [[] for _ in limits]
         for step in range(max(limits)):
-            log_probs = next_log_probs(model, prefix, memory, src_valid, caches=caches)  # (N * k, V)
+            k = scores.shape[1]  # rows of each live sentence: 1 at the first step, then `beam`
+            log_probs = steps.log_probs(prefix, sentence, k)  # (N * k, V)
             own = log_probs
             if repetition is not None:
                 log_probs = repetition.apply(log_probs, prefix)
-            row_sentence = sentence.repeat_interleave(scores.shape[1])  # (N * k,)
+            row_sentence = sentence.repeat_interleave(k)  # (N * k,)
             log_probs = force(log_probs, forced_at(forced, row_sentence, step), own)
             cand_scores, cand_rows, cand_tokens = _candidates(scores, log_probs, beam=beam)  # (N, 2K)
             is_eos = cand_tokens == config.eos_id
@@ -200,12 +222,8 @@ def beam_search(model: nn.Module, src: Tensor, *, beam: int = 4, lenpen: float =
             keep = torch.tensor(going, device=device).nonzero().flatten()  # (N',)
             if keep.numel() == 0:
                 break
-            same_sentences = keep.numel() == sentence.numel() and step > 0  # no sentence ended, none expanded
+            was = sentence
             sentence, scores = sentence[keep], scores[keep]
             index, tokens = rows[keep].flatten(), tokens[keep].flatten()  # (N' * K,)
-            if same_sentences:  # each row stays with its sentence: memory, mask and cross caches as they are
-                (prefix,) = reorder_rows(index, caches, prefix, same_sources=True)
-            else:
-                prefix, memory, src_valid = reorder_rows(index, caches, prefix, memory, src_valid)
-            prefix = torch.cat([prefix, tokens[:, None]], dim=1)  # (N' * K, t + 1)
+            prefix = steps.move(index, tokens, prefix, was=was, k=k, now=sentence)  # (N' * K, t + 1)
         return [hyps[:n_best] for hyps in finished]

@@ -26,13 +26,13 @@ from torch import Tensor, nn
 from tformer.configio import shown
 from tformer.data.device import device_of
 from tformer.data.padding import pad, valid_mask
+from tformer.decoding.captured import DecodeGraphs, use_capture
 from tformer.decoding.constraints import NONE, Repetition
 from tformer.decoding.layout import DecodingLayout
 from tformer.decoding.sampling import check_sampling, sample_next
-from tformer.decoding.steps import eval_mode, reorder_rows
+from tformer.decoding.static import Sampler, generate_fixed
+from tformer.decoding.steps import eval_mode, next_logits, reorder_rows
 from tformer.errors import UserError
-from tformer.models.gpt import left_padded_positions
-from tformer.nn.kv_cache import LayerCache
 
 
 def left_pad(prompts: Sequence[Sequence[int]], *, pad_id: int, device: torch.device | None = None
@@ -66,23 +66,13 @@ def check_prompts(prompts: Sequence[Sequence[int]], *, max_new_tokens: int, max_
                          f"{longest + max_new_tokens} is more than the model's max_len={max_len}")
 
 
-def next_logits(model: nn.Module, ids: Tensor, valid: Tensor | None, *,
-                caches: list[LayerCache] | None) -> Tensor:
-    """Logits (N, V) float32 of the token after each row of the left-padded ids (N, S), valid (N, S) (None:
-    no padding, so no mask to apply and positions counted from 0). With caches, only the ids not cached yet
-    are fed (all of them at prefill, then the newest one); without, the whole sequence is."""
-    start = 0 if caches is None else caches[0].mixer_state.length
-    positions = None if valid is None else left_padded_positions(valid)[:, start:]  # (N, T)
-    logits = model(ids[:, start:], valid=valid, positions=positions, caches=caches)  # (N, T, V)
-    return logits[:, -1].float()
-
-
 @torch.inference_mode()
 def generate(model: nn.Module, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
              temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
              stop_tokens: Sequence[int] = (), seed: int | None = None, use_cache: bool = True, pad_id: int = 0,
              on_token: Callable[[int, int], None] | None = None, layout: DecodingLayout | None = None,
-             repetition: Repetition | None = None) -> list[list[int]]:
+             repetition: Repetition | None = None, capture: bool | None = None,
+             graphs: DecodeGraphs | None = None) -> list[list[int]]:
     """Continue each prompt (a list of token ids) by up to `max_new_tokens` tokens.
 
     Returns the new tokens only, one list per prompt, without the stop token that ended it. Sampling:
@@ -92,13 +82,23 @@ def generate(model: nn.Module, prompts: Sequence[Sequence[int]], *, max_new_toke
     as it is produced, e.g. to stream text to a terminal. The model runs in eval mode and gets its mode
     back afterwards. `layout`: the model's decoding layout, kept across calls by its holder
     (`steps.eval_mode`). `repetition`: repeats of the prompt's and the new tokens penalised or banned
-    (`constraints.py`), before temperature and filters."""
+    (`constraints.py`), before temperature and filters. `capture`: decode with fixed-shape steps captured as
+    a CUDA graph (True; on the CPU the same steps run eagerly), or not (False); None, the default, captures
+    on CUDA when the model allows it (`captured.capture_problem`). `graphs`: the buffers and graphs of
+    captured decoding, kept across calls by the model's holder (None: made for this call)."""
     check_prompts(prompts, max_new_tokens=max_new_tokens, max_len=model.config.max_len)
     check_sampling(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
     out: list[list[int]] = [[] for _ in prompts]
     if max_new_tokens == 0:
         return out
     device = device_of(model)
+    if use_capture(capture, model, use_cache=use_cache):
+        with eval_mode(model, rows=len(prompts), layout=layout):
+            ids, valid = left_pad(prompts, pad_id=pad_id, device=device)  # (B, P)
+            return generate_fixed(model, ids, valid, max_new_tokens=max_new_tokens,
+                                  sampler=Sampler(temperature=temperature, top_k=top_k, top_p=top_p),
+                                  stop_tokens=stop_tokens, seed=seed, repetition=repetition, on_token=on_token,
+                                  graphs=graphs)
     generator = None if seed is None else torch.Generator(device=device).manual_seed(seed)
     stops = torch.tensor(list(stop_tokens), dtype=torch.long, device=device)  # (number of stop tokens,)
     with eval_mode(model, rows=len(prompts), layout=layout):
@@ -133,10 +133,12 @@ def generate(model: nn.Module, prompts: Sequence[Sequence[int]], *, max_new_toke
 def generate_greedy(model: nn.Module, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
                     stop_tokens: Sequence[int] = (), use_cache: bool = True, pad_id: int = 0,
                     on_token: Callable[[int, int], None] | None = None, layout: DecodingLayout | None = None,
-                    repetition: Repetition | None = None) -> list[list[int]]:
+                    repetition: Repetition | None = None, capture: bool | None = None,
+                    graphs: DecodeGraphs | None = None) -> list[list[int]]:
     """`generate` with temperature 0: the most likely token at every step (lowest id on ties)."""
     return generate(model, prompts, max_new_tokens=max_new_tokens, temperature=0.0, stop_tokens=stop_tokens,
-                    use_cache=use_cache, pad_id=pad_id, on_token=on_token, layout=layout, repetition=repetition)
+                    use_cache=use_cache, pad_id=pad_id, on_token=on_token, layout=layout, repetition=repetition,
+                    capture=capture, graphs=graphs)
 
 
 __all__ = ["check_max_new_tokens", "check_prompts", "generate", "generate_greedy", "left_pad", "next_logits"]

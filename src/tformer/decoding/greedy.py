@@ -6,7 +6,8 @@
 Each step is `steps.next_log_probs`, incremental (cached) by default. A sentence with n real source tokens
 gets at most `int(max_len_a * n + max_len_b)` target tokens (fairseq's convention, see `steps.py`), capped
 by the model's `max_len`. A row stops at the end symbol or at its maximum; the batch stops when every row
-has, and finished rows leave the batch.
+has, and finished rows leave the batch. Captured (`capture`, by default on CUDA): the same tokens from
+fixed-shape steps replayed as a CUDA graph, no row leaving the batch (`static.greedy_fixed`).
 
 B batch (sentences), S source length, t tokens generated so far, N rows still decoding, d width.
 """
@@ -18,15 +19,18 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from tformer.decoding.captured import DecodeGraphs, use_capture
 from tformer.decoding.constraints import Repetition, force, forced_at, prefix_table, with_prefix_room
 from tformer.decoding.layout import DecodingLayout
+from tformer.decoding.static import greedy_fixed
 from tformer.decoding.steps import eval_mode, max_lengths, next_log_probs, reorder_rows, source_lengths
 
 
 @torch.inference_mode()
 def greedy(model: nn.Module, src: Tensor, *, max_len_a: float = 1.2, max_len_b: int = 10,
            use_cache: bool = True, layout: DecodingLayout | None = None, repetition: Repetition | None = None,
-           prefixes: Sequence[Sequence[int]] | None = None) -> list[list[int]]:
+           prefixes: Sequence[Sequence[int]] | None = None, capture: bool | None = None,
+           graphs: DecodeGraphs | None = None) -> list[list[int]]:
     """Greedy translations of a padded batch `src` (B, S) (padding = config.pad_id).
 
     Returns one token list per sentence, without the start symbol and without the end symbol. A sentence
@@ -34,8 +38,10 @@ def greedy(model: nn.Module, src: Tensor, *, max_len_a: float = 1.2, max_len_b: 
     `repetition`: repeats penalised or banned; `prefixes`: per sentence, the tokens its translation must
     start with (an empty one: none), which are part of what it returns (`constraints.py`).
     `use_cache` decodes incrementally (same tokens, fewer FLOPs); `layout`: the model's decoding layout, kept
-    across calls by its holder (`steps.eval_mode`)."""
+    across calls by its holder (`steps.eval_mode`). `capture`, `graphs`: captured decoding, as `generate`'s
+    (a forced prefix's steps run outside the graph)."""
     config = model.config
+    captured = use_capture(capture, model, use_cache=use_cache)
     with eval_mode(model, rows=src.shape[0], layout=layout):
         src_valid = src != config.pad_id  # (B, S)
         limits = max_lengths(source_lengths(src, pad_id=config.pad_id), max_len_a=max_len_a,
@@ -44,6 +50,9 @@ def greedy(model: nn.Module, src: Tensor, *, max_len_a: float = 1.2, max_len_b: 
                               device=src.device)  # (B, L) or None
         limits = with_prefix_room(limits, prefixes, cap=config.max_len)
         memory = model.encode(src, src_valid)  # (B, S, d)
+        if captured:
+            return greedy_fixed(model, memory, src_valid, limits=limits, forced=forced, repetition=repetition,
+                                graphs=graphs)
         caches = model.new_caches(src.shape[0], max(limits)) if use_cache else None
         sentence = torch.arange(src.shape[0], device=memory.device)  # (N,) sentence of each live row
         limit = torch.tensor(limits, device=memory.device)  # (B,)

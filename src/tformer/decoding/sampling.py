@@ -102,6 +102,12 @@ def sample_next(logits: Tensor, *, temperature: float = 1.0, top_k: int | None =
     logits = logits.float()
     if greedy or temperature == 0:
         return logits.argmax(dim=-1)
+    probs = filtered_probs(logits, temperature=temperature, top_k=top_k, top_p=top_p)  # (B, V)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (B,)
+
+
+def filtered_probs(logits: Tensor, *, temperature: float, top_k: int | None, top_p: float | None) -> Tensor:
+    """softmax(logits / temperature) (B, V) over what the top-k and top-p filters keep; temperature > 0."""
     # shifted so that each row's maximum is 0 (softmax is unchanged): dividing by a small temperature then
     # sends the other logits towards -inf, never the maximum to inf (where inf - inf would make nan)
     shifted = logits - logits.amax(dim=-1, keepdim=True)  # (B, V), <= 0
@@ -110,8 +116,18 @@ def sample_next(logits: Tensor, *, temperature: float = 1.0, top_k: int | None =
         logits = top_k_filter(logits, top_k)
     if top_p is not None:
         logits = top_p_filter(logits, top_p)
-    probs = torch.softmax(logits, dim=-1)  # (B, V)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (B,)
+    return torch.softmax(logits, dim=-1)
 
 
-__all__ = ["MIN_TEMPERATURE", "apply_temperature", "check_sampling", "sample_next", "top_k_filter", "top_p_filter"]
+def race(probs: Tensor, *, generator: torch.Generator | None = None) -> Tensor:
+    """One draw (B,) from each row of probs (B, V): argmax_v p_v / q_v with q_v ~ Exp(1), the exponential race
+    (Gumbel-max with the exponentials taken). `torch.multinomial(probs, 1)` draws one sample exactly this way
+    (its one-sample path: the same B * V exponentials from the generator, the same argmax), so the two give
+    the same tokens from the same generator state (tests/decoding check it). Unlike multinomial, this never
+    reads a value on the host (multinomial checks its input there), so a CUDA graph can hold it."""
+    q = torch.empty_like(probs).exponential_(1, generator=generator)  # (B, V)
+    return (probs / q).argmax(dim=-1)
+
+
+__all__ = ["MIN_TEMPERATURE", "apply_temperature", "check_sampling", "filtered_probs", "race", "sample_next",
+           "top_k_filter", "top_p_filter"]

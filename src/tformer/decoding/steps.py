@@ -4,6 +4,8 @@ and scoring.
     eval_mode(model)                       dropout off (and the decoding layout for one row) meanwhile
     source_lengths, max_lengths            how many target tokens each sentence may get
     next_log_probs(model, prefix, ...)     log p(v | y_<t, x) for every row: one decoder step
+    last_log_probs(logits, ...)            its last part: logits -> log-probabilities, pad never proposed
+    next_logits(model, ids, valid, ...)    GPT generation's step: logits of the token after each prompt
     reorder_rows(index, caches, ...)       keep / repeat / permute rows, caches included
 
 Incremental decoding: with caches, each step feeds only the newest token (at position `offset` = step) and
@@ -28,6 +30,7 @@ from torch import Tensor, nn
 
 from tformer.decoding.layout import DecodingLayout
 from tformer.errors import UserError
+from tformer.models.gpt import left_padded_positions
 from tformer.nn.kv_cache import LayerCache
 
 
@@ -82,10 +85,27 @@ def next_log_probs(model: nn.Module, prefix: Tensor, memory: Tensor, src_valid: 
         offset = prefix.shape[1]
         inputs = inputs[:, offset:]  # (N, 1): the newest token
     logits = model.decode(inputs, memory, src_valid, caches=caches, offset=offset)  # (N, T, V)
+    return last_log_probs(logits, pad_id=config.pad_id, eos_id=config.eos_id)
+
+
+def last_log_probs(logits: Tensor, *, pad_id: int, eos_id: int) -> Tensor:
+    """Decoder logits (N, T, V) -> log-probabilities (N, V) float32 of the token after the last position, the
+    pad token never proposed (unless it is also the end symbol)."""
     log_probs = torch.log_softmax(logits[:, -1].float(), dim=-1)  # (N, V)
-    if config.pad_id != config.eos_id:
-        log_probs[:, config.pad_id] = float("-inf")
+    if pad_id != eos_id:
+        log_probs[:, pad_id] = float("-inf")
     return log_probs
+
+
+def next_logits(model: nn.Module, ids: Tensor, valid: Tensor | None, *,
+                caches: list[LayerCache] | None) -> Tensor:
+    """GPT generation's step: logits (N, V) float32 of the token after each row of the left-padded ids (N, S),
+    valid (N, S) (None: no padding, so no mask to apply and positions counted from 0). With caches, only the
+    ids not cached yet are fed (all of them at prefill, then the newest one); without, the whole sequence is."""
+    start = 0 if caches is None else caches[0].mixer_state.length
+    positions = None if valid is None else left_padded_positions(valid)[:, start:]  # (N, T)
+    logits = model(ids[:, start:], valid=valid, positions=positions, caches=caches)  # (N, T, V)
+    return logits[:, -1].float()
 
 
 def reorder_rows(index: Tensor, caches: list[LayerCache] | None, *rows: Tensor,

@@ -26,7 +26,9 @@ class Embeddings(nn.Module):
     def forward(self, ids: Tensor, positions: Tensor, segments: Tensor | None = None) -> Tensor:
         """ids, positions, segments (B, T) -> (B, T, d)."""
         vocab = self.tokens.num_embeddings
-        checked = not torch.compiler.is_compiling()  # data-dependent checks would split a compiled graph
+        # data-dependent checks read the ids on the host: they would split a compiled graph and cannot run
+        # inside a captured CUDA graph (whose ids are the model's own, from a step checked eagerly before)
+        checked = not torch.compiler.is_compiling() and not (ids.is_cuda and torch.cuda.is_current_stream_capturing())
         if checked and ids.numel() and (int(ids.max()) >= vocab or int(ids.min()) < 0):
             bad = int(ids.max()) if int(ids.max()) >= vocab else int(ids.min())
             raise UserError(f"token id {bad} is out of range; the vocabulary has ids 0..{vocab - 1}")

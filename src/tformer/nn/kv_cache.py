@@ -2,11 +2,12 @@
 
 `MixerState`: what decoding needs from the state of a layer's mixer, whatever the mixer is. `KVCache`:
 self-attention keys and values, preallocated to the longest length and filled step by step (prefill writes
-the prompt, each decode step one position). `StaticKV`: cross-attention keys and values, computed once from
-the encoder output and reused at every step. `LayerCache`: one layer's mixer state and cross-attention
-keys/values. All reorder along the batch for beam search.
+the prompt, each decode step one position). `FixedKVCache`: the same buffers seen with fixed shapes, for a
+decode step captured once and replayed (`tformer.decoding.captured`). `StaticKV`: cross-attention keys and
+values, computed once from the encoder output and reused at every step. `LayerCache`: one layer's mixer
+state and cross-attention keys/values. All reorder along the batch for beam search.
 
-B batch, Hk key/value heads, S cached length, D head width.
+B batch, Hk key/value heads, S cached length, S_max preallocated length, D head width.
 """
 
 from __future__ import annotations
@@ -37,6 +38,15 @@ class KVCache:
         self.length = 0
         self._spare: tuple[Tensor, Tensor] | None = None  # the buffers `reorder` writes into
 
+    @classmethod
+    def sharing(cls, k: Tensor, v: Tensor) -> KVCache:
+        """An empty cache that writes into the given (B, Hk, S_max, D) buffers rather than its own: a prompt
+        prefilled through it is where a `FixedKVCache` over the same buffers reads it at the following steps."""
+        batch, heads, max_len, dim = k.shape
+        cache = cls(batch=0, n_kv_heads=heads, max_len=max_len, head_dim=dim, dtype=k.dtype, device=k.device)
+        cache.k, cache.v = k, v
+        return cache
+
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Append (B, Hk, T, D) and return everything cached so far, (B, Hk, S, D)."""
         end = self.length + k.shape[2]
@@ -61,6 +71,43 @@ class KVCache:
         old = (self.k, self.v)
         self.k, self.v = k, v
         self._spare = old if old[0].shape[0] == rows else None
+
+
+class FixedKVCache:
+    """Keys and values in preallocated (B, Hk, S_max, D) buffers, with fixed shapes at every step so that a
+    decode step can be captured once (a CUDA graph) and replayed: the new position is a device tensor
+    `position` (1,), shared with the decoder that advances it, not a Python int; each step writes one
+    position there and attention reads all S_max of them, the caller's key-padding mask hiding the ones not
+    written yet (and left padding). Nothing depends on how far decoding has gone, so nothing needs the host.
+
+    `length` is what attention counts before the new key: every other slot (S_max - 1), which makes the
+    S_max keys the mask is checked against. ALiBi, which biases by the query's index, does not fit this view
+    (the captured decoders refuse it)."""
+
+    def __init__(self, k: Tensor, v: Tensor, position: Tensor) -> None:
+        self.k, self.v = k, v  # (B, Hk, S_max, D)
+        self.position = position  # (1,) long: where the next key goes
+
+    @property
+    def length(self) -> int:
+        return self.k.shape[2] - 1
+
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Write (B, Hk, 1, D) at `position` and return the whole buffers (B, Hk, S_max, D)."""
+        if k.shape[2] != 1:
+            raise ValueError(f"a fixed KV cache takes one new position a step, got {k.shape[2]}; prefill the "
+                             "prompt through KVCache.sharing(k, v)")
+        self.k.index_copy_(2, self.position, k)
+        self.v.index_copy_(2, self.position, v)
+        return self.k, self.v
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep the rows `index` (B,), in place: the buffers keep their addresses, which a captured step
+        reads. All S_max positions move (the filled length is not known on the host)."""
+        if index.numel() != self.k.shape[0]:
+            raise ValueError(f"a fixed KV cache keeps its {self.k.shape[0]} rows; got {index.numel()} to keep")
+        self.k.copy_(self.k.index_select(0, index))
+        self.v.copy_(self.v.index_select(0, index))
 
 
 class StaticKV:
