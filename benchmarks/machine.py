@@ -26,11 +26,13 @@ import torch
 from benchmarks.common import median_seconds
 
 
-def matmul_gflops(device: torch.device | str, *, n: int = 2048, reps: int = 10) -> float:
-    """fp32 GFLOP/s of an (n, n) @ (n, n) product: 2 n^3 multiply-adds counted as FLOPs."""
+def matmul_gflops(device: torch.device | str, *, n: int = 2048, reps: int = 10,
+                  dtype: torch.dtype = torch.float32) -> float:
+    """GFLOP/s of an (n, n) @ (n, n) product in `dtype` (fp32 by default): 2 n^3 multiply-adds counted as
+    FLOPs."""
     device = torch.device(device)
-    a, b = (torch.randn(n, n, device=device) for _ in range(2))
-    out = torch.empty(n, n, device=device)
+    a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
+    out = torch.empty(n, n, device=device, dtype=dtype)
     return 2 * n**3 / median_seconds(lambda: torch.mm(a, b, out=out), device, reps) / 1e9
 
 

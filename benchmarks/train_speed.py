@@ -4,11 +4,14 @@ on the same weights, in tokens/s and model-FLOPs utilisation (MFU).
     python -m benchmarks.train_speed [--families gpt bert seq2seq] [--layers 6 --d-model 512 --heads 8
                                      --d-ff 2048 --vocab 8192] [--reps 5 --steps-per-rep 2 --warmup 2]
                                      [--threads N] [--device cuda] [--precision bf16] [--compile]
-                                     [--ours-only] [--quick] [--out FILE]
+                                     [--ours-only] [--hf-attention eager sdpa] [--nanogpt DIR]
+                                     [--quick] [--out FILE]
 
 Contenders (each of our models is written with `tformer.to_hf` and read back, so all train the same
 weights; dropout 0 everywhere, so the work is equal):
     gpt      tformer GPT | GPT2LMHeadModel, attn_implementation "eager" and "sdpa"       batch 8 x 256
+             | nanoGPT's model.py with `--nanogpt DIR` (a clone of github.com/karpathy/nanoGPT: its GPT,
+             flash attention through SDPA, exact GELU where GPT-2 has the tanh one)
     bert     tformer BertForPretraining | BertForPreTraining (its default attention)    batch 8 x 256
     seq2seq  tformer EncoderDecoder | torch.nn.Transformer (torch_transformer.py's wrapper, our weights
              copied in; it keeps its two final LayerNorms) | MarianMTModel             batch 16 x 64 (+ 64)
@@ -28,7 +31,8 @@ On a GPU float32 matmuls use TF32, as in `tformer train`, the fp32 peak included
 warm-up step: with --compile it holds the compilation (its cost at the start = first_step_s - the step
 time). `--ours-only` times tformer's model alone, beside a copy run in fp32 and eager ("tformer fp32 eager",
 when either option is set): what the options gain, timed alternately in one process.
-MFU is always against the fp32 (TF32) peak, so bf16 can exceed what "utilisation" suggests.
+MFU is against the fp32 (TF32) peak; with `--precision bf16` or `fp16` the same product is also timed in that
+dtype and `mfu_half` is against it (the figure the GPU targets speak of).
 
 Prints Markdown; `--out` writes the same as JSON. Not a test; not run in CI.
 
@@ -81,6 +85,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="autocast dtype of forward and loss (fp16: with a loss scaler)")
     p.add_argument("--compile", action="store_true", help="torch.compile every model (nn.Module.compile)")
     p.add_argument("--ours-only", action="store_true", help="time tformer's model alone")
+    p.add_argument("--hf-attention", nargs="+", choices=["eager", "sdpa"], default=["eager", "sdpa"],
+                   help="the GPT2LMHeadModel contenders (each compiles apart under --compile)")
+    p.add_argument("--nanogpt", type=Path, default=None, metavar="DIR",
+                   help="a clone of karpathy/nanoGPT: its model.py joins the gpt contenders")
     p.add_argument("--quick", action="store_true", help="tiny sizes, for smoke tests")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
@@ -155,8 +163,34 @@ def our_loss(family: str, model: nn.Module, b: dict[str, Tensor]) -> Callable[[]
     return lambda: lm_loss(model(b["src"], b["x"]), b)
 
 
+def nanogpt_model(directory: Path, config: tformer.config.TransformerConfig, gpt2: nn.Module) -> nn.Module:
+    """nanoGPT's GPT from `directory`/model.py, sized as `config`, holding `gpt2`'s weights (a GPT2LMHeadModel
+    that holds ours): the same names, each Conv1D weight transposed into nanoGPT's Linear."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("nanogpt_model", directory / "model.py")
+    if spec is None or not (directory / "model.py").is_file():
+        raise SystemExit(f"--nanogpt {directory}: no model.py there (git clone https://github.com/karpathy/nanoGPT)")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    nano = module.GPT(module.GPTConfig(block_size=config.max_len, vocab_size=config.vocab_size,
+                                       n_layer=config.n_layers, n_head=config.n_heads, n_embd=config.d_model,
+                                       dropout=0.0, bias=True))
+    conv1d = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
+    theirs = gpt2.state_dict()
+    state = {k: (v.t() if k.endswith(conv1d) else v) for k, v in theirs.items() if k in nano.state_dict()}
+    missing, _ = nano.load_state_dict(state, strict=False)
+    if [k for k in missing if not k.endswith(".attn.bias")]:  # the causal-mask buffer of its non-flash path
+        raise RuntimeError(f"copying into nanoGPT: missing {missing}")
+    return nano
+
+
+Contenders = dict[str, tuple[nn.Module, Callable[[], Tensor]]]  # name -> (model, a call returning its loss)
+
+
 def contenders(family: str, config: tformer.config.TransformerConfig, b: dict[str, Tensor], *,
-               ours_only: bool = False) -> dict[str, tuple[nn.Module, Callable[[], Tensor]]]:
+               ours_only: bool = False, nanogpt: Path | None = None,
+               hf_attention: tuple[str, ...] = ("eager", "sdpa")) -> Contenders:
     """Name -> (model, a call returning its loss on batch `b`). Our model first; the rest load its weights.
     `ours_only`: our model, and a copy of it (REFERENCE) to run without --precision and --compile."""
     ours = tformer.build_model(config)
@@ -168,13 +202,18 @@ def contenders(family: str, config: tformer.config.TransformerConfig, b: dict[st
         tformer.to_hf(ours, tmp)
         if family == "gpt":
             hf = {kind: transformers.GPT2LMHeadModel.from_pretrained(tmp, attn_implementation=kind)
-                  for kind in ("eager", "sdpa")}
+                  for kind in hf_attention}
 
             def gpt2(m: nn.Module) -> Callable[[], Tensor]:
                 return lambda: lm_loss(m(input_ids=b["x"], use_cache=False).logits, b)
 
-            return {"tformer": (ours, ours_loss),
-                    **{f"GPT2LMHeadModel {kind}": (m, gpt2(m)) for kind, m in hf.items()}}
+            found = {"tformer": (ours, ours_loss),
+                     **{f"GPT2LMHeadModel {kind}": (m, gpt2(m)) for kind, m in hf.items()}}
+            if nanogpt is not None:
+                nano = nanogpt_model(nanogpt, config, next(iter(hf.values())))
+                y = b["y"].contiguous()  # nanoGPT views its targets
+                found["nanoGPT model.py"] = (nano, lambda: nano(b["x"], y)[1])  # its own mean cross-entropy
+            return found
         if family == "bert":
             hf = transformers.BertForPreTraining.from_pretrained(tmp)
             mask = torch.ones_like(b["x"])
@@ -199,6 +238,8 @@ def attention_of(model: nn.Module) -> str:
     """Which attention code a contender runs."""
     if isinstance(model.config, transformers.PretrainedConfig):
         return f"HF {model.config._attn_implementation}"
+    if type(model).__module__ == "nanogpt_model":
+        return "nanoGPT (SDPA, causal)"
     return "nn.MultiheadAttention" if hasattr(model, "transformer") else f"tformer {model.config.attention.kind}"
 
 
@@ -235,14 +276,15 @@ def train_step(model: nn.Module, loss_fn: Callable[[], Tensor], *, precision: st
     return step, "fused" if fused else "foreach" if foreach else "for-loop"
 
 
-def measure(args: argparse.Namespace, family: str, peak_flops: float) -> dict:
+def measure(args: argparse.Namespace, family: str, peak_flops: float, half_peak_flops: float | None = None) -> dict:
     """Build the family's contenders, check their step-0 losses agree, time them; one row per contender."""
     device = torch.device(args.device)
     batch, seq = args.batch or SHAPES[family][0], args.seq or SHAPES[family][1]
     torch.manual_seed(args.seed)
     config = build_config(args, family, seq)
     b = {k: v.to(device) for k, v in make_batch(family, config, batch, seq, torch.Generator().manual_seed(1)).items()}
-    built = contenders(family, config, b, ours_only=args.ours_only)
+    built = contenders(family, config, b, ours_only=args.ours_only, nanogpt=args.nanogpt,
+                       hf_attention=tuple(args.hf_attention))
     if args.precision == "fp32" and not args.compile:
         built.pop(REFERENCE, None)  # it would be "tformer" again
     steps, impls, losses, first = {}, {}, {}, {}
@@ -265,7 +307,8 @@ def measure(args: argparse.Namespace, family: str, peak_flops: float) -> dict:
                          parameters=sum(p.numel() for p in model.parameters() if p.grad is not None),
                          tokens_per_s=tokens / median, ms_per_step=1000 * median,
                          mfu=tokens / median * flops / peak_flops, loss0=losses[name], step_s=times[name],
-                         first_step_s=first[name]))
+                         first_step_s=first[name],
+                         mfu_half=None if half_peak_flops is None else tokens / median * flops / half_peak_flops))
     for r in rows:
         r["vs_tformer"] = r["tokens_per_s"] / rows[0]["tokens_per_s"]
     return dict(family=family, batch=batch, seq=seq, precision=args.precision, compile=args.compile,
@@ -284,8 +327,9 @@ def markdown(result: dict) -> str:
              "", "| contender | trained params | attention | optimizer | tokens/s | ms per step | first step s | MFU "
              "| x tformer |", "|---|---:|---|---|---:|---:|---:|---:|---:|"]
     lines += [f"| {r['contender']} | {r['parameters']:,} | {r['attention']} | {r['optimizer']} | "
-              f"{r['tokens_per_s']:.0f} | {r['ms_per_step']:.0f} | {r['first_step_s']:.2f} | {100 * r['mfu']:.1f}% | "
-              f"{r['vs_tformer']:.2f} |"
+              f"{r['tokens_per_s']:.0f} | {r['ms_per_step']:.0f} | {r['first_step_s']:.2f} | {100 * r['mfu']:.1f}%"
+              + ("" if r["mfu_half"] is None else f" ({100 * r['mfu_half']:.1f}% of {result['precision']})")
+              + f" | {r['vs_tformer']:.2f} |"
               for r in result["rows"]]
     return "\n".join(lines)
 
@@ -302,9 +346,15 @@ def main(argv: list[str] | None = None) -> dict:
         info = machine.describe(args.device)
         print(f"{machine.summary(info, limits)}; transformers {transformers.__version__}"
               + (" (quick: small sizes, not the limits)" if args.quick else ""))
+        half = AUTOCAST_DTYPES.get(args.precision)
+        if half is not None:  # the peak the half-precision steps are held to, timed here alike
+            limits[f"matmul_{args.precision}_gflops"] = machine.matmul_gflops(
+                args.device, dtype=half, **({"n": 256, "reps": 3} if args.quick else {"n": 8192}))
+            print(f"{args.precision} matmul {limits[f'matmul_{args.precision}_gflops']:.1f} GFLOP/s")
         results = []
         for family in args.families:
-            results.append(measure(args, family, limits["matmul_gflops"] * 1e9))
+            results.append(measure(args, family, limits["matmul_gflops"] * 1e9,
+                                   None if half is None else limits[f"matmul_{args.precision}_gflops"] * 1e9))
             print("\n" + markdown(results[-1]), flush=True)
     report = dict(args=vars(args), machine=info,
                   transformers=transformers.__version__, limits=limits, results=results)

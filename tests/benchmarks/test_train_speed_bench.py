@@ -53,3 +53,9 @@ def test_precision_and_ours_only(one_thread: None) -> None:
     assert [row["contender"] for row in result["rows"]] == ["tformer", "tformer fp32 eager"]
     assert all(row["first_step_s"] > 0 and math.isfinite(row["loss0"]) for row in result["rows"])
     assert 0 < result["max_loss0_diff"] < 0.05  # the same weights, one of them run in bfloat16
+
+
+def test_nanogpt_without_its_model_file_is_one_line(tmp_path: Path, one_thread: None) -> None:
+    with pytest.raises(SystemExit, match="no model.py there"):
+        train_speed.main(["--quick", "--threads", "1", "--families", "gpt", "--hf-attention", "sdpa",
+                          "--nanogpt", str(tmp_path)])

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Every GPU check of issue 33 in one call of about 8 minutes (docs/training.md, "On a GPU"), for a machine with
+# torch and CUDA but without the project installed and without network: run from the repository root.
+#
+#   here, once:  .venv/bin/python ../shared/gpu/slim_data.py .gpu/slim       (the corpora, cut small)
+#                git clone https://github.com/karpathy/nanoGPT .gpu/nanoGPT  (a contender; not ours, not shipped)
+#   there:       OUT=/some/dir bash benchmarks/gpu_check.sh                   (carry .gpu)
+#
+# Steps, each bounded by `timeout` so that one failure leaves the others their time:
+#   tests      the GPU paths' tests: precision (bf16, fp16 with its scaler, resume), compile, captured decoding
+#   train      GPT-2 124M (12 x 768, T = 1024) in bf16, compiled: tformer against GPT2LMHeadModel (SDPA) and
+#              nanoGPT's model.py, MFU against the bf16 matmul timed in the same run
+#   decode     benchmarks.gpu_decode_check: batch 1 and 8 generation eager / captured / captured + compiled
+#              against transformers' generate (default and static cache); translation captured
+#   demo       `tformer demo demo-gpu` (3-minute budget) and its test BLEU
+# Logs and JSON go to $OUT (default: a new temporary folder).
+set -u
+OUT=${OUT:-$(mktemp -d)}; RUNS=$(mktemp -d); mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/src:$PWD:$PWD/.gpu/slim"
+log() { echo "=== $(date +%T) $*"; }
+log env; nvidia-smi -L; python3 -c "import torch; print(torch.__version__, torch.cuda.get_device_name(0))"
+
+log "tests of the GPU paths"
+timeout 60 python3 -m pytest -q -p no:cacheprovider -rfE tests/training/test_precision.py \
+  tests/decoding/test_static_cache.py > "$OUT/pytest.log" 2>&1; echo "rc=$?"; tail -3 "$OUT/pytest.log"
+
+log "training speed: GPT-2 124M, bf16, compiled"
+NANO=(); [ -f .gpu/nanoGPT/model.py ] && NANO=(--nanogpt .gpu/nanoGPT)
+timeout 130 python3 -m benchmarks.train_speed --families gpt --layers 12 --d-model 768 --heads 12 --d-ff 3072 \
+  --vocab 50304 --batch 8 --seq 1024 --precision bf16 --compile --hf-attention sdpa "${NANO[@]}" \
+  --reps 3 --steps-per-rep 5 --warmup 2 --out "$OUT/train-124m.json" > "$OUT/train-124m.log" 2>&1
+echo "rc=$?"; tail -8 "$OUT/train-124m.log"
+
+log "decoding: captured against eager and transformers"
+timeout 130 python3 -m benchmarks.gpu_decode_check --out "$OUT/gpu-decode.json" > "$OUT/gpu-decode.log" 2>&1
+echo "rc=$?"; tail -14 "$OUT/gpu-decode.log"
+
+log "the GPU demo, 3-minute budget"
+timeout 220 python3 -m tformer demo demo-gpu out_dir="$RUNS/demo-gpu" --overwrite --no-progress \
+  > "$OUT/demo-gpu.log" 2>&1; echo "rc=$?"
+grep -E "stopped at|BLEU|chrF|degenerate" "$OUT/demo-gpu.log" | tail -5
+cp "$RUNS/demo-gpu/test.json" "$OUT/demo-gpu-test.json" 2>/dev/null
+log done
