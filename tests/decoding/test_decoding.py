@@ -283,6 +283,9 @@ def test_length_penalty_formulas() -> None:
     (dict(lenpen_kind="wu"), "lenpen_kind='wu'"),
     (dict(stopping="early"), "stopping='early' is not allowed; choose one of finished, best"),
     (dict(max_len_a=0, max_len_b=0), "at least 1"),
+    (dict(lenpen=1000.0), r"lenpen=1000.0 must be in \[-10, 10\]"),  # len ** 1000 overflowed: OverflowError
+    (dict(lenpen=-1000.0), r"lenpen=-1000.0 must be in \[-10, 10\]"),  # len ** -1000 == 0: ZeroDivisionError
+    (dict(lenpen=math.nan), r"lenpen=nan must be in"),
 ])
 def test_beam_rejects_bad_arguments(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):

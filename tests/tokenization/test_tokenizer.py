@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tformer.tokenization import SPECIAL_TOKENS, BPETokenizer, Tokenizer
+from tformer.tokenization import SPECIAL_TOKENS, BPETokenizer, Tokenizer, WordPieceTokenizer
 
 SENTENCES = [
     "In the beginning God created the heavens and the earth.",
@@ -86,7 +86,12 @@ def test_save_load_identity(tok: BPETokenizer, tmp_path: Path) -> None:
 
 
 def test_bad_arguments(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="vocab_size=100 must be at least 260"):
+    with pytest.raises(ValueError, match=r"vocab_size=100 must be in \[260, 2097152\] \(at least 4 special tokens"):
         BPETokenizer.train(CORPUS, vocab_size=100)
+    for huge in (2**21 + 1, 2**32, 2**63 - 1):  # the trainer reserved ~70 bytes a token at once: a Rust abort
+        with pytest.raises(ValueError, match=f"vocab_size={huge} must be in"):
+            BPETokenizer.train(CORPUS, vocab_size=huge)
+        with pytest.raises(ValueError, match=rf"vocab_size={huge} must be in \[100, 2097152\]"):
+            WordPieceTokenizer.train(CORPUS, vocab_size=huge)
     with pytest.raises(FileNotFoundError, match="no tokenizer.json"):
         BPETokenizer.load(tmp_path)

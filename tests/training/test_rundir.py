@@ -1,6 +1,7 @@
 """training/rundir.py: a run directory is held by one training at a time (a lock that a killed holder does not
 leave behind), a fresh run is refused over an existing one unless told to replace it (and then only what a
-run wrote is deleted), and a `last` that a crash caught between its two renames is recovered."""
+run wrote is deleted), a `last` that a crash caught between its two renames is recovered, and a training stopped
+before it made anything to keep takes back what it wrote."""
 
 import os
 import signal
@@ -80,3 +81,36 @@ def test_recover_takes_the_newest_complete_copy_a_crashed_save_left(tmp_path: Pa
     assert load_training_state(tmp_path / "last", restore_rng=False)["step"] == 4
     assert sorted(p.name for p in tmp_path.iterdir()) == ["last"]
     assert recover(tmp_path / "last") is None  # nothing to do
+
+
+def test_a_training_stopped_before_it_made_anything_takes_back_what_it_wrote(tmp_path: Path) -> None:
+    """An exception before a logged step or a checkpoint: what the training wrote goes (folders it made, files
+    it wrote) and what was there comes back byte for byte; once it has logged a step, everything stays."""
+    new = tmp_path / "a" / "b" / "run"
+    with pytest.raises(KeyboardInterrupt), hold(new, fresh=True):
+        (new / "recipe.yaml").write_text("task: lm\n")
+        (new / "metrics.jsonl").write_text("")
+        raise KeyboardInterrupt
+    assert list(tmp_path.iterdir()) == []
+
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "recipe.yaml").write_text("# my own\n")
+    with pytest.raises(ValueError, match="refused"), hold(tmp_path, fresh=True):
+        (tmp_path / "recipe.yaml").write_text("task: lm\n")
+        (tmp_path / "tensorboard").mkdir()
+        raise ValueError("refused")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "recipe.yaml"]
+    assert (tmp_path / "recipe.yaml").read_text() == "# my own\n"
+
+    a_run(tmp_path)  # a resumed run that trimmed its log and rewrote recipe.yaml, then was refused
+    with pytest.raises(ValueError), hold(tmp_path):
+        (tmp_path / "metrics.jsonl").write_text("")
+        (tmp_path / "recipe.yaml").write_text("task: lm\ntrain: {max_steps: 9}\n")
+        raise ValueError("refused")
+    assert (tmp_path / "metrics.jsonl").read_text() == '{"step": 1, "loss": 2.0}\n'
+    assert (tmp_path / "recipe.yaml").read_text() == "task: lm\n"
+
+    with pytest.raises(ValueError), hold(tmp_path):  # a step logged: kept as it is
+        (tmp_path / "metrics.jsonl").write_text('{"step": 1, "loss": 2.0}\n{"step": 4, "loss": 1.0}\n')
+        raise ValueError("diverged")
+    assert (tmp_path / "metrics.jsonl").read_text().count("step") == 2

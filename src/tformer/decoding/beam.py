@@ -66,6 +66,18 @@ def length_penalty(length: int, *, lenpen: float, kind: str = "fairseq") -> floa
     return float(length) ** lenpen
 
 
+MAX_LENPEN = 10.0  # lp = len ** lenpen stays a finite, non-zero float for any length below 1e30
+
+
+def check_lenpen(lenpen: float, *, what: str = "lenpen") -> None:
+    """The one check of a length penalty's exponent (a recipe's decode.lenpen, `--lenpen`, the server's): a
+    number in [-MAX_LENPEN, MAX_LENPEN]. Beyond it lp overflows (lenpen 1000: OverflowError) or vanishes to 0
+    (lenpen -1000: a division by zero) on ordinary lengths; the usual values are 0 to 2."""
+    if not -MAX_LENPEN <= lenpen <= MAX_LENPEN:
+        raise UserError(f"{what}={shown(lenpen)} must be in [-{MAX_LENPEN:g}, {MAX_LENPEN:g}] (0: the raw "
+                        "log-probability; 1: per token; the usual values are 0 to 2)")
+
+
 def check_beam(beam: int, *, what: str = "beam", vocab_size: int | None = None, most: int | None = None,
                limit: str = "") -> None:
     """The one check of a beam size (a recipe's decode.beam, `tformer translate --beam`, the server's beam):
@@ -84,10 +96,11 @@ def check_beam(beam: int, *, what: str = "beam", vocab_size: int | None = None, 
                             (f" ({why})" if why else ""))
 
 
-def _check(*, beam: int, n_best: int, lenpen_kind: str, stopping: str, vocab_size: int) -> None:
+def _check(*, beam: int, n_best: int, lenpen: float, lenpen_kind: str, stopping: str, vocab_size: int) -> None:
     if not isinstance(beam, int) or isinstance(beam, bool):
         raise UserError(f"beam={beam!r} must be a positive integer")
     check_beam(beam, vocab_size=vocab_size)
+    check_lenpen(lenpen)
     if not isinstance(n_best, int) or not 1 <= n_best <= beam:
         raise UserError(f"n_best={n_best!r} must be an integer in [1, beam={beam}]")
     if lenpen_kind not in LENPEN_KINDS:
@@ -158,7 +171,8 @@ def beam_search(model: nn.Module, src: Tensor, *, beam: int = 4, lenpen: float =
     bottom as the algorithm goes (candidates, finished, live, prune, reorder), and the three closures share the
     call's settings."""
     config = model.config
-    _check(beam=beam, n_best=n_best, lenpen_kind=lenpen_kind, stopping=stopping, vocab_size=config.vocab_size)
+    _check(beam=beam, n_best=n_best, lenpen=lenpen, lenpen_kind=lenpen_kind, stopping=stopping,
+           vocab_size=config.vocab_size)
     captured = use_capture(capture, model, use_cache=use_cache)
 
     def normalise(log_prob: float, length: int) -> float:

@@ -211,6 +211,8 @@ def train_classifier(recipe: ClassifyRecipe, *, resume: bool = False, overwrite:
     """Train (or resume) the classifier, then score its best checkpoint on the test split (if there is one)."""
     train = load_split(recipe.data, "train")
     check_labels(train, recipe.data)
+    scored = not (recipe.data.corpus == "files" and not recipe.data.test)
+    test = load_split(recipe.data, "test", names=train.names) if scored else None  # read before the training
 
     def setup(tokenizer: Any) -> Setup:
         valid = load_split(recipe.data, "validation", names=train.names)
@@ -220,10 +222,9 @@ def train_classifier(recipe: ClassifyRecipe, *, resume: bool = False, overwrite:
         return Setup(model, model.config, ClassifyTask(recipe, tokenizer, train, valid), tokenizer)
 
     def finish(state: dict[str, Any], built: Setup) -> dict[str, Any]:
-        if recipe.data.corpus == "files" and not recipe.data.test:
+        if test is None:
             return state
         out_dir = Path(recipe.out_dir)
-        test = load_split(recipe.data, "test", names=train.names)
         best, _ = load_model(out_dir / "best")
         result = {"test_accuracy": accuracy(best, make_batches(built.tokenizer, test, recipe.data))["accuracy"],
                   "test_examples": len(test.texts), "best_valid_accuracy": state["best"], "steps": state["step"],

@@ -16,7 +16,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from tformer.config import Seq2SeqConfig
+from tformer.config import ENCODER_DECODERS, RNNSeq2SeqConfig, Seq2SeqConfig
 from tformer.configio import from_dict, read_yaml
 from tformer.data import collate, limit_lengths, load_bible, read_parallel
 from tformer.data.batching import Batch, TokenBatchSampler
@@ -93,17 +93,37 @@ def load_split(data: DataConfig, split: str) -> list[tuple[str, str]]:
     return read_parallel(spec.split(",") if "," in spec else spec)
 
 
+def positions(example: tuple[list[int], list[int]]) -> int:
+    """The positions a (source ids, target ids) example takes in the model: the source, or <s> and the target."""
+    src, tgt = example
+    return max(len(src), len(tgt) + 1)
+
+
+def check_test_split(data: DataConfig) -> None:
+    """Refuse a files corpus whose test split is not set or cannot be read (the built-in Bible's is always
+    there): before a training that ends by scoring it."""
+    if data.corpus == "files":
+        load_split(data, "test")
+
+
 class TranslationTask:
-    """Token-budget batches of (source, target) ids; label-smoothed loss; validation loss and BLEU."""
+    """Token-budget batches of (source, target) ids; label-smoothed loss; validation loss and BLEU.
+    `longest`: the positions the longest training or validation example takes (the model's context must
+    hold it)."""
 
     def __init__(self, recipe: TranslationRecipe, tokenizer: BPETokenizer) -> None:
         self.recipe, self.tokenizer = recipe, tokenizer
         data = recipe.data
-        self.train_examples = self._encode(load_split(data, "train"))
-        self.train_examples, self.dropped = limit_lengths(self.train_examples, max_len=data.max_len)
+        encoded = self._encode(load_split(data, "train"))
+        self.train_examples, self.dropped = limit_lengths(encoded, max_len=data.max_len)
+        if encoded and not self.train_examples:
+            shortest = min(positions(x) for x in encoded)
+            raise UserError(f"data.max_len={data.max_len} drops every training pair (all {len(encoded)} are longer; "
+                             f"the shortest takes {shortest} positions, <s> included); raise data.max_len")
         self.valid_pairs = load_split(data, "valid")
         self.valid_examples, _ = limit_lengths(self._encode(self.valid_pairs), max_len=data.max_len,
                                                overflow="truncate")
+        self.longest = max(map(positions, self.train_examples + self.valid_examples), default=0)
         self.sampler = TokenBatchSampler.for_examples(self.train_examples, max_tokens=data.max_tokens,
                                                       seed=recipe.train.seed,
                                                       curriculum_epochs=data.curriculum_epochs)
@@ -145,26 +165,35 @@ class TranslationTask:
 
 
 def train_translation(recipe: TranslationRecipe, *, resume: bool = False, overwrite: bool = False,
-                      progress: bool = True) -> dict[str, Any]:
-    """Train (or resume) the recipe's model; returns the loop's final state."""
+                      progress: bool = True, test_split: bool = False) -> dict[str, Any]:
+    """Train (or resume) the recipe's model; returns the loop's final state. `test_split`: the caller scores
+    the test split once trained (`tformer demo`), so it is checked with the rest of the data, before the run
+    directory exists (`check_test_split`)."""
 
     def setup(tokenizer: BPETokenizer | None) -> Setup:
+        if test_split:
+            check_test_split(recipe.data)
         if tokenizer is None:  # a joint BPE over both sides of the training split
             train_pairs = load_split(recipe.data, "train")
             texts = [s for s, _ in train_pairs] + [t for _, t in train_pairs]
             tokenizer = BPETokenizer.train(texts, vocab_size=recipe.data.vocab_size)
         task = TranslationTask(recipe, tokenizer)
         config = model_config(recipe, tokenizer)
+        if config.max_len < task.longest:  # refused here, before the run directory exists, not at the first step
+            lower = f", or lower data.max_len={recipe.data.max_len} to {config.max_len}" if config.max_len > 1 else ""
+            raise UserError(f"the model's max_len={config.max_len} is shorter than the longest training or "
+                             f"validation pair ({task.longest} positions, <s> included); raise "
+                             f"model.overrides.max_len to {task.longest}{lower}")
         return Setup(build_model(config), config, task, tokenizer)
 
     return run_task(recipe, setup, resume=resume, overwrite=overwrite, progress=progress)
 
 
-def model_config(recipe: TranslationRecipe, tokenizer: BPETokenizer) -> Seq2SeqConfig:
+def model_config(recipe: TranslationRecipe, tokenizer: BPETokenizer) -> Seq2SeqConfig | RNNSeq2SeqConfig:
     ids = dict(vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id, bos_id=tokenizer.bos_id,
                eos_id=tokenizer.eos_id)
     config = preset(recipe.model.preset, {**recipe.model.overrides, **ids})
-    if not isinstance(config, Seq2SeqConfig):
+    if not isinstance(config, ENCODER_DECODERS):  # a Transformer's or an RNN's
         raise UserError(f"model.preset={recipe.model.preset!r} is not an encoder-decoder; translation needs one")
     return config
 
@@ -209,7 +238,9 @@ def evaluation_report(scores: Scores, *, split: str, decode: DecodeConfig, check
             "chrf": scores.chrf, "degenerate": scores.degenerate, "degenerate_count": scores.degenerate_count,
             "bleu_signature": scores.bleu_signature, "chrf_signature": scores.chrf_signature,
             "decode": {"beam": decode.beam, "lenpen": decode.lenpen, "stopping": decode.stopping,
-                       "max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b, "batch_size": decode.batch_size}}
+                       "max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b, "batch_size": decode.batch_size,
+                       "no_repeat_ngram_size": decode.no_repeat_ngram_size,
+                       "repetition_penalty": decode.repetition_penalty}}
 
 
 def training_rates(records: list[dict[str, Any]]) -> tuple[float | None, float | None]:

@@ -17,6 +17,10 @@ from tformer.errors import UserError
 from tformer.manifest import verify_tokenizer_file
 
 FILENAME = "tokenizer.json"
+# The largest vocabulary a tokenizer is trained to. The Hugging Face trainers reserve memory in proportion to the
+# vocabulary asked for (about 70 bytes a token, at once), so a larger one aborts the process from Rust (no Python
+# exception); real vocabularies stay far below it.
+MAX_VOCAB = 2**21
 T = TypeVar("T", bound="BackendTokenizer")  # typing.Self is Python 3.11+
 
 
@@ -81,6 +85,12 @@ def read_backend(path: Path) -> Backend:
         if not isinstance(e, Exception) and type(e).__name__ != "PanicException":
             raise  # KeyboardInterrupt, SystemExit
         raise UserError(f"{path}: not a valid tokenizer file ({' '.join(str(e).split())[:200]})") from None
+
+
+def check_vocab_size(vocab_size: int, *, least: int, why: str = "") -> None:
+    """A vocabulary size to train to: in [least, MAX_VOCAB]; `why` says what the least holds."""
+    if not least <= vocab_size <= MAX_VOCAB:
+        raise UserError(f"vocab_size={vocab_size} must be in [{least}, {MAX_VOCAB}]{why}")
 
 
 def check_special_ids(backend: Backend, tokens: Sequence[str]) -> None:

@@ -19,8 +19,7 @@ from collections.abc import Iterable
 from tokenizers import Tokenizer as Backend
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
-from tformer.errors import UserError
-from tformer.tokenization.backend import BackendTokenizer, check_special_ids
+from tformer.tokenization.backend import BackendTokenizer, check_special_ids, check_vocab_size
 
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")  # ids 0, 1, 2, 3
 
@@ -42,9 +41,7 @@ class BPETokenizer(BackendTokenizer):
         """Learn merges from `texts` (e.g. both sides of the training split) until `vocab_size` tokens:
         4 special tokens + 256 bytes + merges. Training is deterministic: the same texts give the same
         vocabulary, whatever their order."""
-        if vocab_size < len(SPECIAL_TOKENS) + 256:
-            raise UserError(f"vocab_size={vocab_size} must be at least {len(SPECIAL_TOKENS) + 256} "
-                             f"(4 special tokens and 256 bytes)")
+        check_vocab_size(vocab_size, least=len(SPECIAL_TOKENS) + 256, why=" (at least 4 special tokens and 256 bytes)")
         backend = Backend(models.BPE(unk_token="<unk>"))
         backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         backend.decoder = decoders.ByteLevel()

@@ -18,8 +18,7 @@ from collections.abc import Iterable
 from tokenizers import Tokenizer as Backend
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
-from tformer.errors import UserError
-from tformer.tokenization.backend import BackendTokenizer, check_special_ids
+from tformer.tokenization.backend import BackendTokenizer, check_special_ids, check_vocab_size
 
 SPECIAL_TOKENS = ("[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]")  # ids 0..4
 
@@ -38,8 +37,7 @@ class WordPieceTokenizer(BackendTokenizer):
     @classmethod
     def train(cls, texts: Iterable[str], *, vocab_size: int = 8000, min_frequency: int = 2) -> WordPieceTokenizer:
         """Learn a vocabulary of `vocab_size` pieces (special tokens included) from `texts`; deterministic."""
-        if vocab_size < 100:
-            raise UserError(f"vocab_size={vocab_size} must be at least 100")
+        check_vocab_size(vocab_size, least=100)
         texts = list(texts)
         backend = _backend(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
         # The trainer numbers a word-inner character ("##e") when it first meets it, in a hash map's random

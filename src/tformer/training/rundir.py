@@ -7,7 +7,9 @@ through its save by a crash is recovered on resume.
                                           unless `overwrite`
     hold(out_dir, fresh=, overwrite=)     a context manager held for the whole training: an exclusive lock
                                           (fcntl.flock on OUT_DIR/.lock, released when the process ends,
-                                          however it ends: a lock file left by a killed run blocks nothing)
+                                          however it ends: a lock file left by a killed run blocks nothing);
+                                          a training stopped by an exception before it made anything to keep
+                                          (a logged step, a checkpoint) leaves out_dir as it found it
     holds_run(out_dir)                    what of a run is there (last/, best/, step-*/, metrics.jsonl)
     recover(checkpoint)                   put back OUT_DIR/last from the complete copy a crashed save left
 
@@ -49,13 +51,18 @@ def holds_run(out_dir: Path) -> list[str]:
     return found
 
 
-def clear_run(out_dir: Path) -> None:
-    """Delete what a run of this project wrote in `out_dir` (checkpoints, hidden save siblings, the log, the
-    recipe, results), and nothing else."""
+def written_by_a_run(name: str) -> bool:
+    """Whether an entry of a run directory named `name` is one a run of this project writes (checkpoints,
+    hidden save siblings, the log, the recipe, results)."""
+    return (name in ("last", "best", "tensorboard") or name.startswith(("step-", ".last.", ".best."))
+            or name in RUN_FILES)
+
+
+def clear_run(out_dir: Path, *, keep: frozenset[str] = frozenset()) -> None:
+    """Delete what a run of this project wrote in `out_dir`, and nothing else (nor the entries named in
+    `keep`)."""
     for item in out_dir.iterdir():
-        ours = (item.name in ("last", "best", "tensorboard") or item.name.startswith(("step-", ".last.", ".best."))
-                or item.name in RUN_FILES)
-        if not ours:
+        if not written_by_a_run(item.name) or item.name in keep:
             continue
         if item.is_dir() and not item.is_symlink():
             shutil.rmtree(item)
@@ -82,19 +89,95 @@ def hold(out_dir: str | os.PathLike, *, fresh: bool = False, overwrite: bool = F
     """Hold `out_dir` for one training: an exclusive lock, refused while another training holds it. A
     `fresh` run creates the directory and checks again, under the lock, that it holds no run (cleared
     with `overwrite`); a resumed one locks a directory that exists and leaves a missing one alone (its
-    checkpoint check says what is wrong). The lock file goes when the lock does."""
+    checkpoint check says what is wrong). The lock file goes when the lock does.
+
+    A training that ends by an exception (a refusal at its first step, a bug, Ctrl-C) before it has made
+    anything to keep (a logged step, a checkpoint: `Taken.made_nothing`) takes back what it wrote: out_dir
+    is left as it was when the training took it (a directory it created is removed; a resumed run's
+    recipe.yaml and metrics.jsonl get their bytes back)."""
     out_dir = Path(out_dir)
-    if fresh:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    elif not out_dir.is_dir():
+    if not fresh and not out_dir.is_dir():
         yield out_dir
         return
-    with _locked(out_dir):
-        if fresh:
-            check_run_dir(out_dir, resume=False, overwrite=overwrite)
-            if overwrite:
-                clear_run(out_dir)
-        yield out_dir
+    created = _first_missing(out_dir) if fresh else None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    undone = False
+    try:
+        with _locked(out_dir):
+            if fresh:
+                check_run_dir(out_dir, resume=False, overwrite=overwrite)
+                if overwrite:
+                    clear_run(out_dir)
+            taken = Taken(out_dir)
+            try:
+                yield out_dir
+            except BaseException:
+                if taken.made_nothing():
+                    taken.put_back()
+                    undone = True
+                raise
+    finally:
+        if undone and created is not None:  # after the lock, whose file is gone now too
+            _remove_empty(out_dir, up_to=created)
+
+
+class Taken:
+    """What a run directory held when a training took it: enough to tell whether the training has made
+    anything to keep since, and to put back what it wrote before it had (the loop writes recipe.yaml and
+    starts or trims metrics.jsonl before its first step)."""
+
+    REWRITTEN = ("recipe.yaml", "metrics.jsonl")
+
+    def __init__(self, out_dir: Path) -> None:
+        self.out_dir = out_dir
+        self.names = frozenset(p.name for p in out_dir.iterdir())
+        self.files = {name: _read(out_dir / name) for name in self.REWRITTEN}
+        self.saves = _saves(out_dir)
+
+    def made_nothing(self) -> bool:
+        """No checkpoint written or replaced, and no record added to metrics.jsonl (a resumed run may have
+        trimmed it, to the records up to its checkpoint)."""
+        log = _read(self.out_dir / "metrics.jsonl") or b""
+        return _saves(self.out_dir) == self.saves and (self.files["metrics.jsonl"] or b"").startswith(log)
+
+    def put_back(self) -> None:
+        clear_run(self.out_dir, keep=self.names)
+        for name, data in self.files.items():
+            if data is not None:
+                (self.out_dir / name).write_bytes(data)
+
+
+def _read(path: Path) -> bytes | None:
+    """A regular file's bytes; None for anything else (missing, a directory, a link)."""
+    return path.read_bytes() if path.is_file() and not path.is_symlink() else None
+
+
+def _saves(out_dir: Path) -> dict[str, bytes | None]:
+    """The checkpoints in `out_dir` (last, best, step-*), each by its manifest: a new save changes it."""
+    return {p.name: _read(p / "manifest.json") for p in out_dir.iterdir()
+            if p.is_dir() and (p.name in ("last", "best") or p.name.startswith("step-"))}
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost directory of `path` (itself included) that does not exist yet: what `mkdir(parents=True)`
+    creates first; None if `path` exists."""
+    missing = None
+    for directory in (path, *path.parents):
+        if directory.exists() or directory.is_symlink():
+            break
+        missing = directory
+    return missing
+
+
+def _remove_empty(path: Path, *, up_to: Path) -> None:
+    """Remove `path` and its parents up to `up_to`, each only while it is empty."""
+    for directory in (path, *path.parents):
+        try:
+            directory.rmdir()
+        except OSError:  # not empty (someone else's now), or gone: leave it
+            return
+        if directory == up_to:
+            return
 
 
 @contextmanager
@@ -173,4 +256,4 @@ def _complete(directory: Path) -> bool:
     return True
 
 
-__all__ = ["LOCK_FILE", "check_run_dir", "clear_run", "hold", "holds_run", "recover"]
+__all__ = ["LOCK_FILE", "check_run_dir", "clear_run", "hold", "holds_run", "recover", "written_by_a_run"]
