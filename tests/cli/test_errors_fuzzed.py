@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from catalogue import Case, Ctx, World, run_case, some_input, translate
+from catalogue import Case, Ctx, World, in_catalogue, run_case, some_input, translate
 
 LENPEN = "must be in [-10, 10] (0: the raw log-probability; 1: per token; the usual values are 0 to 2)"
 
@@ -38,3 +38,8 @@ def test_bad_input(case: Case, world: World, tmp_path: Path, capsys: pytest.Capt
 
 def test_the_case_ids_are_unique() -> None:
     assert len({c.id for c in CASES}) == len(CASES)
+
+
+def test_every_case_is_in_the_catalogue() -> None:
+    assert len({c.id for c in CASES}) == len(CASES)
+    assert not in_catalogue(CASES)

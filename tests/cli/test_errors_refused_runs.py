@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from catalogue import TINY, Case, Ctx, World, pairs, recipe_file, run_case, tsv
+from catalogue import TINY, Case, Ctx, World, in_catalogue, pairs, recipe_file, run_case, tsv
 
 from tformer.cli import main
 from tformer.errors import UserError
@@ -176,3 +176,8 @@ def test_a_refused_run_can_be_run_again_once_fixed(world: World, tmp_path: Path,
     assert main(first_step(c)) == 2
     monkeypatch.undo()
     assert main(c.train()) == 0 and (tmp_path / "run" / "last").is_dir()
+
+
+def test_every_case_is_in_the_catalogue() -> None:
+    assert len({c.id for c in CASES}) == len(CASES)
+    assert not in_catalogue(CASES)
