@@ -23,8 +23,11 @@ BOM = "\ufeff"
 KIND = {"/generate": "gpt", "/translate": "seq2seq", "/classify": "bert classifier"}
 TEXT = {"/generate": "prompt", "/translate": "text", "/classify": "text"}
 FLAG = {"max_new_tokens": "--max-new-tokens", "temperature": "--temperature", "top_k": "--top-k",
-        "top_p": "--top-p", "seed": "--seed", "beam": "--beam", "lenpen": "--lenpen", "top": "--top"}
-CLI_NAME = {"max_new_tokens": "--max-new-tokens", "beam": "decode.beam", "top": "--top"}  # else the field's
+        "top_p": "--top-p", "seed": "--seed", "beam": "--beam", "lenpen": "--lenpen", "top": "--top",
+        "n_best": "--n-best", "no_repeat_ngram_size": "--no-repeat-ngram-size",
+        "repetition_penalty": "--repetition-penalty"}
+CLI_NAME = {"max_new_tokens": "--max-new-tokens", "beam": "decode.beam", "top": "--top",
+            "n_best": "--n-best"}  # else the field's
 
 # (endpoint, field, the value as JSON and as a command-line argument): both refused by the same library check
 SAME = [("/generate", "max_new_tokens", "-1"), ("/generate", "max_new_tokens", "-100"),
@@ -33,7 +36,11 @@ SAME = [("/generate", "max_new_tokens", "-1"), ("/generate", "max_new_tokens", "
         ("/generate", "top_k", "0"), ("/generate", "top_k", "-5"),
         ("/generate", "top_p", "0.0"), ("/generate", "top_p", "1.5"), ("/generate", "top_p", "-0.1"),
         ("/translate", "beam", "0"), ("/translate", "beam", "-1"),
-        ("/classify", "top", "0"), ("/classify", "top", "-1")]
+        ("/classify", "top", "0"), ("/classify", "top", "-1"),
+        # issue 32: the n-best list (1 to the beam: 2 from the recipe) and repetition control (decoding.Repetition)
+        ("/translate", "n_best", "0"), ("/translate", "n_best", "3"),
+        ("/translate", "no_repeat_ngram_size", "-1"), ("/translate", "repetition_penalty", "0.5"),
+        ("/generate", "no_repeat_ngram_size", "-2"), ("/generate", "repetition_penalty", "0.99")]
 # (endpoint, field, JSON, argument, what both messages say): refused by both with the same bounds, the command
 # line while it parses its arguments (argparse's words), the server by the library's check or its JSON reader
 BOUNDS = [("/generate", "seed", "-1", "-1", "give an integer in [0, 2**64 - 1]"),
@@ -44,7 +51,9 @@ BOUNDS = [("/generate", "seed", "-1", "-1", "give an integer in [0, 2**64 - 1]")
           ("/generate", "temperature", "1e400", "1e400", "finite number"),
           ("/generate", "top_p", "-Infinity", "-inf", "finite number"),
           ("/translate", "lenpen", "Infinity", "inf", "finite number"),
-          ("/translate", "lenpen", "1e999", "1e999", "finite number")]
+          ("/translate", "lenpen", "1e999", "1e999", "finite number"),
+          ("/translate", "repetition_penalty", "Infinity", "inf", "finite number"),
+          ("/generate", "repetition_penalty", "NaN", "nan", "finite number")]
 
 
 @pytest.fixture(scope="module")

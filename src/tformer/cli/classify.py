@@ -30,8 +30,10 @@ def cmd_classify(args: argparse.Namespace) -> int:
     check_top(args.top, what="--top")  # before the load
     shared.check_output(args.output)
     loaded = load(args.checkpoint, command="classify", **shared.placement(args))
+    check_unknown = shared.unknown_warner(loaded.tokenizer)
 
     def answer(lines: list[str], first: int) -> list[str]:
+        check_unknown(lines)
         results = top_labels(loaded.model, loaded.tokenizer, lines, top=args.top, truncate=args.truncate,
                              where=source_name(args.input), first_line=first)
         return ["\t".join(f"{name}\t{p:.4f}" for name, p in labels) for labels in results]

@@ -1,7 +1,8 @@
 """Commands over a trained language model:
 
     tformer generate --checkpoint DIR [--prompt TEXT ...] [-i F] [-o F] [-n N] [--json] [--max-new-tokens N]
-                     [--temperature T] [--top-k K] [--top-p P] [--seed S] [--no-stop] [--device D] [--dtype T]
+                     [--temperature T] [--top-k K] [--top-p P] [--seed S] [--no-stop] [--no-repeat-ngram-size N]
+                     [--repetition-penalty X] [--device D] [--dtype T]
     tformer score --checkpoint DIR [FILE | -i F] [-o F] [--per-token] [--device D] [--dtype T]
 
 `generate` continues each prompt (every --prompt, else each line of --input or stdin) N times
@@ -14,10 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
+from typing import TYPE_CHECKING
 
 from tformer.cli import options, shared
 from tformer.errors import UserError
+
+if TYPE_CHECKING:
+    from tformer.decoding import TextScore
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -33,12 +37,16 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="one JSON object a line for each sample: prompt, its number, sample number, seed, text")
     p.add_argument("--max-new-tokens", type=options.integer(), default=200, help="tokens written after a prompt")
     p.add_argument("--temperature", type=options.real(), default=1.0, help="0 = greedy")
-    p.add_argument("--top-k", type=options.integer(), default=None, help="sample among the K likeliest tokens")
+    p.add_argument("--top-k", type=options.integer(), default=None,
+                   help="sample among the K likeliest tokens (default: none: no top-k filter)")
     p.add_argument("--top-p", type=options.real(), default=None,
-                   help="sample among the likeliest tokens whose probabilities sum to P (nucleus sampling)")
+                   help="sample among the likeliest tokens whose probabilities sum to P (nucleus sampling; "
+                        "default: none: no nucleus filter)")
     p.add_argument("--seed", type=options.SEED, default=None,
-                   help="makes sampling reproducible (0 .. 2**64 - 1); sample k overall uses SEED + k")
+                   help="makes sampling reproducible (0 .. 2**64 - 1); sample k overall uses SEED + k (default: "
+                        "none: torch's global generator)")
     p.add_argument("--no-stop", action="store_true", help="do not stop at the end-of-text token")
+    shared.add_repetition(p, default="off; the prompt counts as written")
     shared.add_placement(p, int8=True)
     p.set_defaults(run=cmd_generate)
 
@@ -57,22 +65,24 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from tformer.data.lines import read_lines
     from tformer.decoding.generate import check_max_new_tokens
     from tformer.decoding.sampling import check_sampling
-    from tformer.inference import load, sample_prompts
+    from tformer.inference import load, repetition_of, sample_prompts
 
     check_max_new_tokens(args.max_new_tokens, what="--max-new-tokens")
     check_sampling(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)  # before the load
+    repetition = repetition_of(args.no_repeat_ngram_size, args.repetition_penalty)
     shared.check_output(args.output)
     prompts = list(args.prompt or [])
     if args.input is not None or not prompts:
         prompts += read_lines(args.input)
     loaded = load(args.checkpoint, command="generate", **shared.placement(args))
+    shared.unknown_warner(loaded.tokenizer)(prompts)
     stream = not args.json and shared.is_std(args.output)  # text to stdout: each piece as it is sampled
     total, out = len(prompts) * args.num_samples, []
     samples = sample_prompts(loaded.model, loaded.tokenizer, prompts, num_samples=args.num_samples,
                              max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
                              top_p=args.top_p, seed=args.seed, stop_at_eos=not args.no_stop,
                              on_text=(lambda _prompt, _sample, piece: shared.write_text(shared.STD, piece))
-                             if stream else None, layout=loaded.layout)
+                             if stream else None, layout=loaded.layout, repetition=repetition)
     for k, s in enumerate(samples):
         if args.json:
             text = json.dumps({"prompt": prompts[s.prompt], "prompt_number": s.prompt + 1, "sample": s.sample + 1,
@@ -88,20 +98,22 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from tformer.config import Seq2SeqConfig
     from tformer.data.lines import source_name
     from tformer.inference import load, read_scored_lines, score_lines, score_pairs, token_scores
+    from tformer.inference.score import total_score
 
     if args.file is not None and not shared.is_std(args.input):
         raise UserError(f"give the file to score once: as FILE ({args.file}) or as --input ({args.input})")
     source = args.file if args.file is not None else args.input
     shared.check_output(args.output)
     loaded = load(args.checkpoint, command="score", **shared.placement(args))
-    model, config, tokenizer = loaded.model, loaded.config, loaded.tokenizer
+    model, tokenizer = loaded.model, loaded.tokenizer
     numbered = read_scored_lines(source)  # {line number in the file: line}, the empty lines left out
     numbers, lines = list(numbered), list(numbered.values())
+    shared.unknown_warner(tokenizer)([side for line in lines for side in line.split("\t")] if
+                                     loaded.kind == "seq2seq" else lines)
     rows = []
-    if isinstance(config, Seq2SeqConfig):
+    if loaded.kind == "seq2seq":  # an encoder-decoder, a Transformer's or an RNN's
         for i, value in zip(numbers, score_pairs(model, tokenizer, lines, where=source_name(source), numbers=numbers),
                             strict=True):
             rows.append(f"{i}\tlog p(target | source) = {value:.4f}")
@@ -110,12 +122,15 @@ def cmd_score(args: argparse.Namespace) -> int:
     results = score_lines(model, tokenizer, lines)
     rows.append("line\tlog_likelihood\ttokens\tperplexity\tbits_per_char\tbits_per_byte")
     for i, line, r in zip(numbers, lines, results, strict=True):
-        rows.append(f"{i}\t{r.log_prob:.4f}\t{r.n_tokens}\t{r.perplexity:.3f}\t{r.bits_per_char:.4f}\t"
-                    f"{r.bits_per_byte:.4f}")
+        rows.append(score_row(str(i), r))
         if args.per_token:
             rows += [f"\t{token!r}\t{lp:.4f}" for token, lp in token_scores(tokenizer, line, r)]
-    total = sum(r.log_prob for r in results)
-    chars = sum(r.n_chars for r in results)
-    rows.append(f"all\t{total:.4f}\t{sum(r.n_tokens for r in results)}\t\t{-total / math.log(2) / chars:.4f}")
+    rows.append(score_row("all", total_score(results)))  # the lines together: every column, as a line's
     shared.write_text(args.output, "".join(row + "\n" for row in rows))
     return 0
+
+
+def score_row(name: str, r: TextScore) -> str:
+    """One row of `score`'s table: a line's scores (a `TextScore`), or those of all the lines together."""
+    return (f"{name}\t{r.log_prob:.4f}\t{r.n_tokens}\t{r.perplexity:.3f}\t{r.bits_per_char:.4f}\t"
+            f"{r.bits_per_byte:.4f}")

@@ -3,20 +3,42 @@ the model's decoding layout), then translated, generated, scored or classified w
 
     load(path, command=...)            the checkpoint, checked for the command, placed, perhaps int8
     translate(model, tokenizer, ...)   an encoder-decoder's translations (greedy or beam search)
+    translate_n_best(...)              the same search's best hypotheses of each sentence, with their scores
     sample_prompts / continue_prompt   a GPT's continuations, streamed as they come
     score_lines / score_pairs          log-likelihoods under a GPT, or log p(target | source)
     top_labels / classify              a fine-tuned BERT's labels
+    unknown_warning                    one line when the input holds text the tokenizer cannot represent
 
 This layer sits below the recipes (`tasks/`), the server (`serve/`) and the CLI, which all call it, and
 above decoding/: it never imports the training loop.
 """
 
 from tformer.inference.classify import check_top, classify, label_names, top_labels
-from tformer.inference.generate import Sample, TextStream, continue_prompt, prompt_ids, sample_prompts
+from tformer.inference.generate import (
+    Sample,
+    TextStream,
+    continue_prompt,
+    prompt_ids,
+    repetition_of,
+    sample_prompts,
+)
 from tformer.inference.loaded import NEEDS, Loaded, check_kind, checkpoint_kind, load
 from tformer.inference.score import read_scored_lines, score_lines, score_pairs, token_scores
-from tformer.inference.translate import DecodeConfig, decode_config, run_decode, translate
+from tformer.inference.translate import (
+    Candidate,
+    DecodeConfig,
+    check_n_best,
+    decode_config,
+    prefix_ids,
+    run_decode,
+    split_prefixes,
+    translate,
+    translate_n_best,
+)
+from tformer.inference.unknown import Unknown, unknown_tokens, unknown_warning
 
 __all__ = ["NEEDS", "DecodeConfig", "Loaded", "Sample", "TextStream", "check_kind", "check_top", "checkpoint_kind",
            "classify", "continue_prompt", "decode_config", "label_names", "load", "prompt_ids", "read_scored_lines",
            "run_decode", "sample_prompts", "score_lines", "score_pairs", "token_scores", "top_labels", "translate"]
+__all__ += ["Candidate", "Unknown", "check_n_best", "prefix_ids", "repetition_of", "split_prefixes",
+            "translate_n_best", "unknown_tokens", "unknown_warning"]

@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 from tformer.configio import shown
 from tformer.data.device import device_of, to_device
-from tformer.data.lines import TRUNCATE_NOTE, check_line_lengths, normalise_text
+from tformer.data.lines import check_line_lengths, normalise_text
 from tformer.data.padding import pad, valid_mask
 from tformer.errors import UserError
 
@@ -32,8 +32,7 @@ def encode_texts(tokenizer: Any, texts: list[str], max_len: int, *, truncate: bo
     `first_line`: the number of the first text's line)."""
     pieces = tokenizer.encode_batch(texts)
     if not truncate:
-        check_line_lengths(map(len, pieces), limit=max_len - 2, max_len=max_len, where=where, note=TRUNCATE_NOTE,
-                           first=first_line)
+        check_line_lengths(map(len, pieces), limit=max_len - 2, max_len=max_len, where=where, first=first_line)
     return [[tokenizer.bos_id, *ids[: max_len - 2], tokenizer.eos_id] for ids in pieces]
 
 

@@ -13,7 +13,7 @@ from torch import nn
 
 from tformer.config import GPTConfig
 from tformer.data.lines import normalise_text
-from tformer.decoding import generate
+from tformer.decoding import Repetition, generate
 from tformer.decoding.generate import check_max_new_tokens
 from tformer.decoding.layout import DecodingLayout
 from tformer.decoding.sampling import check_sampling
@@ -34,6 +34,14 @@ def prompt_ids(tokenizer: Any, config: GPTConfig, prompt: str) -> list[int]:
                          f"model's context max_len={config.max_len} leaves no room to generate (give at most "
                          f"{config.max_len - 1 - len(start)} tokens)")
     return ids
+
+
+def repetition_of(no_repeat_ngram_size: int | None = None, penalty: float | None = None) -> Repetition | None:
+    """The repetition control of a command's or a request's settings (None: each off), checked by
+    `decoding.Repetition` (whose words the command line, a recipe and the server share); None when it is off."""
+    rep = Repetition(no_repeat_ngram_size=0 if no_repeat_ngram_size is None else no_repeat_ngram_size,
+                     penalty=1.0 if penalty is None else penalty)
+    return None if rep.off else rep
 
 
 class TextStream:
@@ -59,12 +67,14 @@ class TextStream:
 def continue_prompt(model: nn.Module, tokenizer: Any, prompt: str, *, max_new_tokens: int,
                     temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
                     seed: int | None = None, stop_at_eos: bool = True,
-                    on_text: Callable[[str], None] | None = None, layout: DecodingLayout | None = None) -> str:
+                    on_text: Callable[[str], None] | None = None, layout: DecodingLayout | None = None,
+                    repetition: Repetition | None = None) -> str:
     """The text a GPT writes after `prompt` (read as the start of a document, `prompt_ids`): at most
     `max_new_tokens` tokens, fewer where the context ends, and it stops at the end-of-text token unless
     `stop_at_eos` is False. `on_text(piece)` gets the text as it appears, to stream it: the prompt, then
     the new text of each token (a multi-byte character once it is whole). `layout`: the model's decoding
-    layout, kept by its holder (`Loaded.layout`)."""
+    layout, kept by its holder (`Loaded.layout`). `repetition`: repeats of the prompt's and the new tokens
+    penalised or banned (`decoding.Repetition`; the prompt is the start of the text, so it counts)."""
     check_max_new_tokens(max_new_tokens)
     check_sampling(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
     config = model.config
@@ -81,7 +91,8 @@ def continue_prompt(model: nn.Module, tokenizer: Any, prompt: str, *, max_new_to
             on_text(piece)
 
     generate(model, [ids], max_new_tokens=min(max_new_tokens, config.max_len - len(ids)), temperature=temperature,
-             top_k=top_k, top_p=top_p, stop_tokens=stop, seed=seed, on_token=stream, layout=layout)
+             top_k=top_k, top_p=top_p, stop_tokens=stop, seed=seed, on_token=stream, layout=layout,
+             repetition=repetition)
     return produced.text
 
 
@@ -99,12 +110,13 @@ def sample_prompts(model: nn.Module, tokenizer: Any, prompts: list[str], *, num_
                    max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
                    top_p: float | None = None, seed: int | None = None, stop_at_eos: bool = True,
                    on_text: Callable[[int, int, str], None] | None = None,
-                   layout: DecodingLayout | None = None) -> Iterator[Sample]:
+                   layout: DecodingLayout | None = None, repetition: Repetition | None = None) -> Iterator[Sample]:
     """`num_samples` continuations of each prompt (`continue_prompt`), prompt by prompt, as they are written.
     Every prompt is checked before the first is continued (a ValueError names the first that cannot be,
     counted from 1 when there are several). With `seed`, the k-th continuation overall (from 0) is drawn with
     seed + k (mod 2**64), so the first is what `continue_prompt(seed=seed)` writes and the others differ.
-    `on_text(prompt, sample, piece)`: the text as it appears, as `continue_prompt`'s `on_text`."""
+    `on_text(prompt, sample, piece)`: the text as it appears, as `continue_prompt`'s `on_text`; `repetition`:
+    as `continue_prompt`'s."""
     if num_samples < 1:
         raise UserError(f"num_samples={num_samples} must be a positive integer")
     if not prompts:
@@ -124,9 +136,9 @@ def sample_prompts(model: nn.Module, tokenizer: Any, prompts: list[str], *, num_
             show = None if on_text is None else (lambda piece, i=i, j=j: on_text(i, j, piece))
             text = continue_prompt(model, tokenizer, prompt, max_new_tokens=max_new_tokens, temperature=temperature,
                                    top_k=top_k, top_p=top_p, seed=drawn, stop_at_eos=stop_at_eos, on_text=show,
-                                   layout=layout)
+                                   layout=layout, repetition=repetition)
             yield Sample(i, j, drawn, text)
             k += 1
 
 
-__all__ = ["Sample", "TextStream", "continue_prompt", "prompt_ids", "sample_prompts"]
+__all__ = ["Sample", "TextStream", "continue_prompt", "prompt_ids", "repetition_of", "sample_prompts"]

@@ -52,9 +52,12 @@ class Loaded:
 
 
 def checkpoint_kind(config: TransformerConfig, model_class: str = "") -> str:
-    """What a checkpoint holds, in the words the commands use: its family (seq2seq, gpt, bert), or
-    "bert classifier" for a BERT with a classification head."""
+    """What a checkpoint holds, in the words the commands use: its family (seq2seq, gpt, bert), "seq2seq"
+    for an RNN encoder-decoder too (it translates and scores as the Transformer's does), or "bert classifier"
+    for a BERT with a classification head."""
     family = family_of(config)
+    if family == "rnn":
+        return "seq2seq"
     return "bert classifier" if family == "bert" and model_class == "BertClassifier" else family
 
 

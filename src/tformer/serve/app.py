@@ -3,7 +3,8 @@
     GET  /            the web page (`page`)
     GET  /health      {"status": "ok"}
     GET  /info        the model's kind and sizes, its endpoints, the limits, and the batches so far
-    POST /translate   encoder-decoder: {"text"} or {"texts"} -> {"translation"} or {"translations"}
+    POST /translate   encoder-decoder: {"text"} or {"texts"} -> {"translation"} or {"translations"}; with
+                      "n_best", also "hypotheses" (text, score, log_prob, eos), best first
     POST /generate    GPT: {"prompt", ...} -> {"text", "tokens", "finish"}; with "stream": true, server-sent
                       events: `token` ({"text": the new piece}) as they come, then `done` (the answer)
     POST /score       GPT: {"text"} or {"texts"} -> {"score"} or {"scores"}: log-likelihood, perplexity, bits
@@ -12,7 +13,9 @@
                       labels with their probabilities, most likely first
     POST /attention   any model with exact attention: {"text"} -> {"maps"}: every layer's and head's weights
 
-Every answer that is not a success is JSON {"error": "one line"}: 422 for a bad value (naming it and what
+An answer about text the model's tokenizer cannot all represent (unknown tokens) holds "warnings", a list of
+one-line messages (`inference.unknown_warning`, what the command line prints on stderr); it is absent
+otherwise. Every answer that is not a success is JSON {"error": "one line"}: 422 for a bad value (naming it and what
 is allowed), 404 for an endpoint this model does not serve (naming those it does), 405 for a wrong method,
 413 for a body over the limit; 500 only for a fault of the server, never for what a client sent. HEAD of
 the GET paths is GET without the body; a path with a trailing slash is no endpoint (404), never a redirect.
@@ -97,29 +100,46 @@ def create_app(service: Service, *, sleep: Sleep = asyncio.sleep) -> FastAPI:
     @app.post("/translate")
     async def translate(request: Request) -> dict[str, Any]:
         b = await body(request, "translate", TranslateBody)
-        out = await answer(prepare_translate(service, text=b.text, texts=b.texts, beam=b.beam, lenpen=b.lenpen))
-        return {"translation": out[0]} if b.texts is None else {"translations": out}
+        out = await answer(prepare_translate(service, text=b.text, texts=b.texts, beam=b.beam, lenpen=b.lenpen,
+                                             n_best=b.n_best, prefix=b.prefix,
+                                             no_repeat_ngram_size=b.no_repeat_ngram_size,
+                                             repetition_penalty=b.repetition_penalty))
+        prefixes = [b.prefix] if isinstance(b.prefix, str) else b.prefix or []
+        warned = service.warnings([b.text, *(b.texts or []), *prefixes])
+        if b.n_best is None:
+            return {**({"translation": out[0]} if b.texts is None else {"translations": out}), **warned}
+        best = [hyps[0]["text"] if hyps else "" for hyps in out]
+        if b.texts is None:
+            return {"translation": best[0], "hypotheses": out[0], **warned}
+        return {"translations": best, "hypotheses": out, **warned}
 
     @app.post("/generate")
     async def generate(request: Request) -> Any:
         b = await body(request, "generate", GenerateBody)
         settings = dict(prompt=b.prompt, max_new_tokens=b.max_new_tokens, temperature=b.temperature, top_k=b.top_k,
-                        top_p=b.top_p, seed=b.seed, stop=b.stop)
+                        top_p=b.top_p, seed=b.seed, stop=b.stop, no_repeat_ngram_size=b.no_repeat_ngram_size,
+                        repetition_penalty=b.repetition_penalty)
+
+        async def answered(job: Job) -> dict[str, Any]:
+            return {**await answer(job), **service.warnings([b.prompt])}
+
         if not b.stream:
-            return await answer(prepare_generate(service, **settings))
-        return stream_generation(lambda emit: prepare_generate(service, **settings, emit=emit), answer)
+            return await answered(prepare_generate(service, **settings))
+        return stream_generation(lambda emit: prepare_generate(service, **settings, emit=emit), answered)
 
     @app.post("/score")
     async def score(request: Request) -> dict[str, Any]:
         b = await body(request, "score", ScoreBody)
         out = await answer(prepare_score(service, text=b.text, texts=b.texts, per_token=b.per_token))
-        return {"score": out[0]} if b.texts is None else {"scores": out}
+        warned = service.warnings([b.text, *(b.texts or [])])
+        return {**({"score": out[0]} if b.texts is None else {"scores": out}), **warned}
 
     @app.post("/classify")
     async def classify(request: Request) -> dict[str, Any]:
         b = await body(request, "classify", ClassifyBody)
         out = await answer(prepare_classify(service, text=b.text, texts=b.texts, top=b.top))
-        return {"classification": out[0]} if b.texts is None else {"classifications": out}
+        warned = service.warnings([b.text, *(b.texts or [])])
+        return {**({"classification": out[0]} if b.texts is None else {"classifications": out}), **warned}
 
     @app.post("/attention")
     async def attention(request: Request) -> dict[str, Any]:

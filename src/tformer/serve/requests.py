@@ -31,6 +31,10 @@ class TranslateBody(Body):
     texts: list[str] | None = None  # several (at most --max-batch)
     beam: int | None = None  # default: the run's recipe (decode.beam)
     lenpen: float | None = None
+    n_best: int | None = None  # also the best n_best hypotheses with their scores (1 to the beam)
+    prefix: str | list[str | None] | None = None  # text the translation starts with (with texts: one per text)
+    no_repeat_ngram_size: int | None = None  # default: the run's recipe, else 0 (off)
+    repetition_penalty: float | None = None  # default: the run's recipe, else 1 (off)
 
 
 class GenerateBody(Body):
@@ -42,6 +46,8 @@ class GenerateBody(Body):
     seed: int | None = None
     stop: bool = True  # stop at the end-of-text token
     stream: bool = False  # server-sent events, one per piece of text
+    no_repeat_ngram_size: int = 0  # n >= 1: no n-gram twice, the prompt's included (0: off)
+    repetition_penalty: float = 1.0  # > 1: tokens already in the text less likely (1: off)
 
 
 class ScoreBody(Body):
@@ -82,7 +88,23 @@ async def read_body(request: Request, model: type[Body], *, limit: int) -> Any:
     try:
         return model.model_validate_json(raw)
     except ValidationError as e:
-        raise InputError(describe(e.errors()[0], model, request.url.path)) from None
+        raise InputError(describe(first_error(e.errors()), model, request.url.path)) from None
+
+
+def first_error(errors: list[dict[str, Any]]) -> dict[str, Any]:
+    """pydantic's first complaint; for a field that takes several types (`prefix`: a string or a list), whose
+    complaints come one per type, tagged in `loc` by the type's name: one complaint without the tag, the one
+    about an element of a list where there is one, else saying each type it should have been."""
+    first = errors[0]
+    loc = tuple(first.get("loc", ()))
+    if len(loc) < 2 or not isinstance(loc[1], str):
+        return first
+    members = [e for e in errors if tuple(e.get("loc", ()))[:1] == loc[:1]]
+    inner = next((e for e in members if len(e["loc"]) > 2), None)
+    if inner is not None:
+        return {**inner, "loc": (loc[0], *inner["loc"][2:])}
+    wanted = [e.get("msg", "").removeprefix("Input should be ") for e in members]
+    return {**first, "loc": loc[:1], "msg": "Input should be " + " or ".join(wanted)}
 
 
 def check_json(raw: bytes) -> None:
@@ -141,4 +163,4 @@ def _json_kind(value: object) -> str:
 
 
 __all__ = ["AttentionBody", "ClassifyBody", "GenerateBody", "ScoreBody", "TranslateBody", "check_json", "describe",
-           "read_body"]
+           "first_error", "read_body"]

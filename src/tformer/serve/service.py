@@ -9,7 +9,7 @@ which works share a batch and runs them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,12 +25,16 @@ from tformer.errors import UserError
 from tformer.inference import (
     DecodeConfig,
     Loaded,
+    check_n_best,
     check_top,
     decode_config,
     label_names,
     load,
+    prefix_ids,
     prompt_ids,
+    repetition_of,
     run_decode,
+    unknown_warning,
 )
 from tformer.quant import Int8Linear
 from tformer.serve.batching import Job
@@ -95,7 +99,8 @@ class Service:
     def info(self) -> dict[str, Any]:
         """The model's family and sizes, the endpoints it serves and the server's limits."""
         c = self.config
-        sizes = {name: getattr(c, name) for name in ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len")}
+        sizes = {name: getattr(c, name) for name in ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len")
+                 if hasattr(c, name)}  # an RNN encoder-decoder has no heads and no feed-forward
         if getattr(c, "n_decoder_layers", None) is not None:
             sizes["n_decoder_layers"] = c.n_decoder_layers
         packed = sum(m.numel() for m in self.model.modules() if isinstance(m, Int8Linear))  # int8 layers
@@ -106,11 +111,17 @@ class Service:
         if self.kind == "bert classifier":
             extra["labels"] = label_names(c)
         return {"checkpoint": self.loaded.path, "family": family_of(c), "kind": self.kind,
-                "model": type(self.model).__name__, "attention": c.attention.kind,
+                "model": type(self.model).__name__, "attention": getattr(c.attention, "kind", c.attention),
                 "device": str(next(self.model.parameters()).device), "dtype": self.loaded.dtype,
                 "quantization": self.loaded.quantization,
                 "sizes": sizes, "endpoints": list(self.endpoints), "limits": dataclasses.asdict(self.limits),
                 "max_beam": MAX_BEAM, **extra}
+
+    def warnings(self, texts: Sequence[str | None]) -> dict[str, list[str]]:
+        """{"warnings": [one line]} to add to the answer about `texts` when they hold text the model's tokenizer
+        cannot represent (`inference.unknown_warning`, as the command line warns on stderr), else {}."""
+        line = unknown_warning(self.tokenizer, [t for t in texts if t])
+        return {"warnings": [line]} if line else {}
 
     def need(self, endpoint: str) -> None:
         """An InputError (404) unless this model serves `endpoint`."""
@@ -186,7 +197,8 @@ def check_tokens(n: int, limit: int, name: str, service: Service, *, what: str =
 
 
 def prepare_translate(service: Service, *, text: str | None, texts: list[str] | None, beam: int | None,
-                      lenpen: float | None) -> Job:
+                      lenpen: float | None, n_best: int | None = None, prefix: str | list[str | None] | None = None,
+                      no_repeat_ngram_size: int | None = None, repetition_penalty: float | None = None) -> Job:
     named = texts_of(text, texts, service.limits)
     for name, t in named:
         if "\n" in t or "\r" in t:
@@ -194,30 +206,65 @@ def prepare_translate(service: Service, *, text: str | None, texts: list[str] | 
     if beam is not None:  # each sentence costs `beam` rows: at most MAX_BEAM here
         _library_check(lambda: check_beam(beam, vocab_size=service.config.vocab_size, most=MAX_BEAM,
                                           limit="this server's most"))
-    given = {k: v for k, v in (("beam", beam), ("lenpen", lenpen)) if v is not None}
+    _library_check(lambda: repetition_of(no_repeat_ngram_size, repetition_penalty))  # in Repetition's own words
+    given = {k: v for k, v in (("beam", beam), ("lenpen", lenpen), ("no_repeat_ngram_size", no_repeat_ngram_size),
+                               ("repetition_penalty", repetition_penalty)) if v is not None}
     decode = _library_check(lambda: dataclasses.replace(service.decode, **given))
+    if n_best is not None:
+        _library_check(lambda: check_n_best(n_best, beam=decode.beam))
     limit = service.text_limit()
     for (name, _), ids in zip(named, service.tokenizer.encode_batch([t for _, t in named]), strict=True):
         check_tokens(len(ids), limit, name, service)
     settings = TranslateSettings(beam=decode.beam, lenpen=decode.lenpen, stopping=decode.stopping,
-                                 max_len_a=decode.max_len_a, max_len_b=decode.max_len_b)
-    return job(TranslateWork(tuple(t for _, t in named), settings))
+                                 max_len_a=decode.max_len_a, max_len_b=decode.max_len_b,
+                                 no_repeat_ngram_size=decode.no_repeat_ngram_size,
+                                 repetition_penalty=decode.repetition_penalty)
+    prefixes = prefixes_of(service, prefix, texts)
+    return job(TranslateWork(tuple(t for _, t in named), settings, prefixes, n_best))
+
+
+def prefixes_of(service: Service, prefix: str | list[str | None] | None,
+                texts: list[str] | None) -> tuple[str | None, ...]:
+    """A /translate request's `prefix`, one per sentence (() when it has none): a string with `text`, a list as
+    long as `texts` with them (null or "": none), each checked as a text and as the library checks a prefix
+    (`inference.prefix_ids`)."""
+    if prefix is None:
+        return ()
+    if texts is None and not isinstance(prefix, str):
+        raise InputError("prefix is a list; with text, give one string (a list of them goes with texts)")
+    if texts is not None and (isinstance(prefix, str) or len(prefix) != len(texts)):
+        given = "a string" if isinstance(prefix, str) else f"{len(prefix)} of them"
+        raise InputError(f"with texts, give prefix as a list of {len(texts)} strings, one per text (null: none), "
+                         f"not {given}")
+    named = [("prefix", prefix)] if isinstance(prefix, str) else [(f"prefix[{i}]", p) for i, p in enumerate(prefix)]
+    out: list[str | None] = []
+    for name, p in named:
+        p = None if p is None else check_text(p, name, service.limits, empty=True)
+        if p and ("\n" in p or "\r" in p):
+            raise InputError(f"{name} holds a line break; a prefix is the start of one sentence's translation")
+        _library_check(lambda p=p, name=name: prefix_ids(service.tokenizer, p, max_len=service.config.max_len,
+                                                         name=name))
+        out.append(p or None)
+    return tuple(out)
 
 
 def prepare_generate(service: Service, *, prompt: str, max_new_tokens: int | None, temperature: float,
                      top_k: int | None, top_p: float | None, seed: int | None, stop: bool,
-                     emit: Callable[[str], None] | None = None) -> Job:
+                     emit: Callable[[str], None] | None = None, no_repeat_ngram_size: int = 0,
+                     repetition_penalty: float = 1.0) -> Job:
 
     limits = service.limits
     prompt = check_text(prompt, "prompt", limits, empty=True)
     max_new = limits.max_new_tokens if max_new_tokens is None else max_new_tokens
     _library_check(lambda: check_max_new_tokens(max_new, most=limits.max_new_tokens, limit="--max-new-tokens"))
     _library_check(lambda: check_sampling(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed))
+    _library_check(lambda: repetition_of(no_repeat_ngram_size, repetition_penalty))
     ids = _library_check(lambda: prompt_ids(service.tokenizer, service.config, prompt))
     check_tokens(len(ids), service.text_limit(room=1), "prompt", service, what=", less 1 to generate into")
     config = service.config
     stops = (config.eos_id,) if stop and config.eos_id is not None else ()
-    settings = GenerateSettings(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, stop_tokens=stops)
+    settings = GenerateSettings(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, stop_tokens=stops,
+                                no_repeat_ngram_size=no_repeat_ngram_size, repetition_penalty=repetition_penalty)
     return job(GenerateWork(tuple(ids), min(max_new, config.max_len - len(ids)), emit, settings))
 
 

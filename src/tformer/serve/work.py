@@ -21,7 +21,17 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from tformer.decoding import generate
-from tformer.inference import DecodeConfig, Loaded, TextStream, score_lines, token_scores, top_labels, translate
+from tformer.inference import (
+    DecodeConfig,
+    Loaded,
+    TextStream,
+    repetition_of,
+    score_lines,
+    token_scores,
+    top_labels,
+    translate,
+    translate_n_best,
+)
 from tformer.serve.batching import Job
 
 # --- the work of each endpoint ---------------------------------------------------------------------------
@@ -37,14 +47,20 @@ class TranslateSettings:
     stopping: str
     max_len_a: float
     max_len_b: int
+    no_repeat_ngram_size: int = 0
+    repetition_penalty: float = 1.0
 
 
 @dataclass(frozen=True)
 class TranslateWork:
-    """Sentences to translate, and how."""
+    """Sentences to translate, and how: `prefixes`, text each translation must start with (None: none; ()
+    when no sentence has one); `n_best`, how many hypotheses to answer with their scores (None: the best one's
+    text only). Neither changes how a search runs, so neither is part of the batch key."""
 
     texts: tuple[str, ...]
     settings: TranslateSettings
+    prefixes: tuple[str | None, ...] = ()
+    n_best: int | None = None
 
     @property
     def size(self) -> int:
@@ -64,6 +80,8 @@ class GenerateSettings:
     top_p: float | None
     seed: int | None
     stop_tokens: tuple[int, ...]
+    no_repeat_ngram_size: int = 0
+    repetition_penalty: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -82,7 +100,7 @@ class GenerateWork:
         has none (it runs alone)."""
         s = self.settings
         if s.temperature == 0:
-            return GenerateSettings(temperature=0.0, top_k=None, top_p=None, seed=None, stop_tokens=s.stop_tokens)
+            return dataclasses.replace(s, temperature=0.0, top_k=None, top_p=None, seed=None)
         return None if s.seed is not None else s
 
 
@@ -152,13 +170,32 @@ def _flat(texts: list[Sequence[str]]) -> tuple[list[str], list[int]]:
     return [t for request in texts for t in request], starts
 
 
-def _translate(loaded: Loaded, works: list[TranslateWork]) -> list[list[str]]:
+def _translate(loaded: Loaded, works: list[TranslateWork]) -> list[list[str] | list[list[dict[str, Any]]]]:
+    """Each work's translations (list[str]), or for a work with n_best its sentences' hypotheses (text, score,
+    log_prob, eos). The works that ask for hypotheses are decoded in one call of `translate_n_best` (as many
+    as the most any asks for, each cut to its own), the others in one of `translate`: each gets the answer it
+    would get alone."""
+    out: list[Any] = [None] * len(works)
+    for scored in (False, True):
+        group = [i for i, w in enumerate(works) if (w.n_best is not None) == scored]
+        if group:
+            for i, answer in zip(group, _translate_group(loaded, [works[i] for i in group], scored), strict=True):
+                out[i] = answer
+    return out
 
+
+def _translate_group(loaded: Loaded, works: list[TranslateWork], scored: bool) -> list[Any]:
     settings = works[0].settings  # the batch key: equal in every work
     decode = DecodeConfig(**dataclasses.asdict(settings), batch_size=sum(w.size for w in works))  # one call
     texts, starts = _flat([w.texts for w in works])
-    out = translate(loaded.model, loaded.tokenizer, texts, decode, layout=loaded.layout)
-    return [out[a:b] for a, b in itertools.pairwise(starts)]
+    prefixes, _ = _flat([w.prefixes or (None,) * w.size for w in works])
+    if not scored:
+        out = translate(loaded.model, loaded.tokenizer, texts, decode, prefixes=prefixes, layout=loaded.layout)
+        return [out[a:b] for a, b in itertools.pairwise(starts)]
+    found = translate_n_best(loaded.model, loaded.tokenizer, texts, decode, prefixes=prefixes,
+                             n_best=max(w.n_best for w in works), layout=loaded.layout)
+    return [[[dataclasses.asdict(c) for c in hyps[: w.n_best]] for hyps in found[a:b]]
+            for w, (a, b) in zip(works, itertools.pairwise(starts), strict=True)]
 
 
 def _generate(loaded: Loaded, works: list[GenerateWork]) -> list[dict[str, Any]]:
@@ -196,10 +233,12 @@ def _generate_rows(loaded: Loaded, rows: list[GenerateWork], streams: list[Any])
                 rows[row].emit(piece)
 
     most = max(g.max_new for g in rows)
+    s = rows[0].settings  # the batch key: equal in every row
     if most > 0:
         generate(loaded.model, [list(g.ids) for g in rows], max_new_tokens=most, pad_id=loaded.config.pad_id or 0,
-                 on_token=on_token, layout=loaded.layout,
-                 **dataclasses.asdict(rows[0].settings))  # the batch key: equal in every row
+                 on_token=on_token, layout=loaded.layout, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
+                 seed=s.seed, stop_tokens=s.stop_tokens,
+                 repetition=repetition_of(s.no_repeat_ngram_size, s.repetition_penalty))
 
 
 def _score(loaded: Loaded, works: list[ScoreWork]) -> list[list[dict[str, Any]]]:

@@ -43,6 +43,7 @@ from tformer.decoding.generate import check_max_new_tokens
 from tformer.decoding.sampling import check_sampling
 from tformer.errors import UserError
 from tformer.files import write_atomic
+from tformer.inference.generate import repetition_of
 from tformer.models.presets import build_model, preset
 from tformer.tasks.base import ModelSpec, Setup, check_recipe, run_task, token_loss, token_nll
 from tformer.tokenization.bpe import BPETokenizer
@@ -91,12 +92,15 @@ class SampleConfig:
     temperature: float = 0.8  # 0: greedy
     top_k: int | None = 40  # sample among the k most likely tokens (None: all)
     top_p: float | None = None  # nucleus: the fewest most likely tokens holding this probability (None: all)
+    no_repeat_ngram_size: int = 0  # n >= 1: no n-gram twice in a sample, prompt included (0: off)
+    repetition_penalty: float = 1.0  # > 1: tokens already in the text less likely (CTRL's rule; 1: off)
 
     def __post_init__(self) -> None:
         check_finite(self, where="sample.")
         try:  # the library's own checks, named as the recipe's keys
             check_max_new_tokens(self.max_new_tokens)
             check_sampling(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)
+            repetition_of(self.no_repeat_ngram_size, self.repetition_penalty)
         except ValueError as e:
             raise UserError(f"sample.{e}") from None
 
@@ -251,7 +255,8 @@ def sample_texts(model: nn.Module, tokenizer: Any, config: SampleConfig, *, seed
     if not prompts:
         return []
     new = generate(model, prompts, max_new_tokens=max_new, temperature=config.temperature, top_k=config.top_k,
-                   top_p=config.top_p, stop_tokens=(tokenizer.eos_id,), seed=seed, pad_id=tokenizer.pad_id)
+                   top_p=config.top_p, stop_tokens=(tokenizer.eos_id,), seed=seed, pad_id=tokenizer.pad_id,
+                   repetition=repetition_of(config.no_repeat_ngram_size, config.repetition_penalty))
     return [p + tokenizer.decode(ids) for p, ids in zip(config.prompts, new, strict=True)]
 
 

@@ -118,7 +118,7 @@ async function start() {
   if (kind.endpoint && !info.endpoints.includes(kind.endpoint)) kind = { ...OTHER, endpoint: null };
   const s = info.sizes;
   $("model").textContent = `${info.kind} (${info.model}): d_model ${s.d_model}, ${s.n_layers} layers, ` +
-    `${s.n_heads} heads, ${s.parameters.toLocaleString("en")} parameters, context ${s.max_len}; ` +
+    (s.n_heads ? `${s.n_heads} heads, ` : "") + `${s.parameters.toLocaleString("en")} parameters, context ${s.max_len}; ` +
     `endpoints: ${info.endpoints.map((e) => "/" + e).join(", ")}`;
   const drawn = info.endpoints.includes("attention");
   $("help").textContent = kind.help + (drawn ? "" : " This model's attention is not exact (a fused kernel), " +
