@@ -33,9 +33,9 @@ def cmd_classify(args: argparse.Namespace) -> int:
     check_unknown = shared.unknown_warner(loaded.tokenizer)
 
     def answer(lines: list[str], first: int) -> list[str]:
-        check_unknown(lines)
         results = top_labels(loaded.model, loaded.tokenizer, lines, top=args.top, truncate=args.truncate,
                              where=source_name(args.input), first_line=first)
+        check_unknown(lines)  # once the batch passed its checks: a refusal is the one line
         return ["\t".join(f"{name}\t{p:.4f}" for name, p in labels) for labels in results]
 
     shared.answer_lines(args, answer, max_batch=BATCH)

@@ -75,7 +75,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if args.input is not None or not prompts:
         prompts += read_lines(args.input)
     loaded = load(args.checkpoint, command="generate", **shared.placement(args))
-    shared.unknown_warner(loaded.tokenizer)(prompts)
     stream = not args.json and shared.is_std(args.output)  # text to stdout: each piece as it is sampled
     total, out = len(prompts) * args.num_samples, []
     samples = sample_prompts(loaded.model, loaded.tokenizer, prompts, num_samples=args.num_samples,
@@ -83,6 +82,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
                              top_p=args.top_p, seed=args.seed, stop_at_eos=not args.no_stop,
                              on_text=(lambda _prompt, _sample, piece: shared.write_text(shared.STD, piece))
                              if stream else None, layout=loaded.layout, repetition=repetition)
+    shared.unknown_warner(loaded.tokenizer)(prompts)  # once every prompt has passed its checks
     for k, s in enumerate(samples):
         if args.json:
             text = json.dumps({"prompt": prompts[s.prompt], "prompt_number": s.prompt + 1, "sample": s.sample + 1,
@@ -110,16 +110,17 @@ def cmd_score(args: argparse.Namespace) -> int:
     model, tokenizer = loaded.model, loaded.tokenizer
     numbered = read_scored_lines(source)  # {line number in the file: line}, the empty lines left out
     numbers, lines = list(numbered), list(numbered.values())
-    shared.unknown_warner(tokenizer)([side for line in lines for side in line.split("\t")] if
-                                     loaded.kind == "seq2seq" else lines)
+    warn = shared.unknown_warner(tokenizer)  # called once the lines passed their checks: a refusal is one line
     rows = []
     if loaded.kind == "seq2seq":  # an encoder-decoder, a Transformer's or an RNN's
         for i, value in zip(numbers, score_pairs(model, tokenizer, lines, where=source_name(source), numbers=numbers),
                             strict=True):
             rows.append(f"{i}\tlog p(target | source) = {value:.4f}")
+        warn([side for line in lines for side in line.split("\t")])
         shared.write_text(args.output, "".join(row + "\n" for row in rows))
         return 0
     results = score_lines(model, tokenizer, lines)
+    warn(lines)
     rows.append("line\tlog_likelihood\ttokens\tperplexity\tbits_per_char\tbits_per_byte")
     for i, line, r in zip(numbers, lines, results, strict=True):
         rows.append(score_row(str(i), r))

@@ -111,12 +111,14 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
     def answer(lines: list[str], first: int) -> list[str]:
         sources, prefixes = split_prefixes(lines) if args.prefix else (lines, None)
-        check_unknown(sources + [p for p in prefixes or [] if p])
         common = dict(prefixes=prefixes, truncate=args.truncate, where=source_name(args.input), first_line=first,
                       layout=loaded.layout)
         if args.n_best is None and not args.json:
-            return translate(loaded.model, loaded.tokenizer, sources, decode, **common)
+            out = translate(loaded.model, loaded.tokenizer, sources, decode, **common)
+            check_unknown(sources + [p for p in prefixes or [] if p])  # once the batch passed its checks
+            return out
         found = translate_n_best(loaded.model, loaded.tokenizer, sources, decode, n_best=args.n_best or 1, **common)
+        check_unknown(sources + [p for p in prefixes or [] if p])
         if not args.json:  # fairseq's n-best lists: the line's number, the hypothesis's score, its text
             return [f"{first + k}\t{c.score:.4f}\t{c.text}" for k, hyps in enumerate(found) for c in hyps]
         return [json.dumps({"line": first + k, "source": source, **({"prefix": prefixes[k]} if args.prefix else {}),

@@ -116,7 +116,7 @@ def sample_prompts(model: nn.Module, tokenizer: Any, prompts: list[str], *, num_
     counted from 1 when there are several). With `seed`, the k-th continuation overall (from 0) is drawn with
     seed + k (mod 2**64), so the first is what `continue_prompt(seed=seed)` writes and the others differ.
     `on_text(prompt, sample, piece)`: the text as it appears, as `continue_prompt`'s `on_text`; `repetition`:
-    as `continue_prompt`'s."""
+    as `continue_prompt`'s. The checks run at the call; the continuations as the iterator is read."""
     if num_samples < 1:
         raise UserError(f"num_samples={num_samples} must be a positive integer")
     if not prompts:
@@ -129,6 +129,17 @@ def sample_prompts(model: nn.Module, tokenizer: Any, prompts: list[str], *, num_
             prompt_ids(tokenizer, model.config, prompt)
         except ValueError as e:
             raise UserError(f"prompt {number}: {e}" if len(prompts) > 1 else str(e)) from None
+    return _samples(model, tokenizer, prompts, num_samples=num_samples, max_new_tokens=max_new_tokens,
+                    temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, stop_at_eos=stop_at_eos,
+                    on_text=on_text, layout=layout, repetition=repetition)
+
+
+def _samples(model: nn.Module, tokenizer: Any, prompts: list[str], *, num_samples: int, max_new_tokens: int,
+             temperature: float, top_k: int | None, top_p: float | None, seed: int | None, stop_at_eos: bool,
+             on_text: Callable[[int, int, str], None] | None, layout: DecodingLayout | None,
+             repetition: Repetition | None) -> Iterator[Sample]:
+    """`sample_prompts`' continuations, once its checks have passed (a generator of its own, so that the
+    checks run when `sample_prompts` is called, before any caller's output)."""
     k = 0
     for i, prompt in enumerate(prompts):
         for j in range(num_samples):
