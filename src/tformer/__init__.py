@@ -2,16 +2,18 @@
 
 "The notes", in docstrings here, are the lecture notes on Transformers this library implements: the
 original encoder-decoder, the causal Transformer as an autoregressive density, BERT and GPT, their
-hyperparameters (d, m, k, h, L, n, ...) and the fixes they list for attention's cost.
+hyperparameters (d, m, k, h, L, n, ...) and the fixes they list for attention's cost; and the road to the
+Transformer, the RNN encoder-decoders with and without attention.
 """
 
-from tformer.config import BertConfig, GPTConfig, Seq2SeqConfig, TransformerConfig
+from tformer.config import BertConfig, GPTConfig, RNNSeq2SeqConfig, Seq2SeqConfig, TransformerConfig
 from tformer.interop import from_hf, to_hf
-from tformer.models import GPT, Bert, BertClassifier, BertForPretraining, EncoderDecoder
+from tformer.models import GPT, Bert, BertClassifier, BertForPretraining, EncoderDecoder, RNNEncoderDecoder
 from tformer.models.presets import build_model, preset
 
 __all__ = [
     "GPT", "Bert", "BertClassifier", "BertConfig", "BertForPretraining", "EncoderDecoder", "GPTConfig",
-    "Seq2SeqConfig", "TransformerConfig", "build_model", "from_hf", "preset", "to_hf",
+    "RNNEncoderDecoder", "RNNSeq2SeqConfig", "Seq2SeqConfig", "TransformerConfig", "build_model", "from_hf",
+    "preset", "to_hf",
 ]
 __version__ = "0.1.0"

@@ -7,6 +7,8 @@ The notes' names for the hyperparameters, and ours:
     h  heads                 n_heads
     L  depth                 n_layers      (encoder-decoder: n_layers encoder, n_decoder_layers decoder)
     n  context               max_len
+The families: seq2seq, bert and gpt are Transformers (`TransformerConfig`); rnn is the road to them, an RNN
+encoder-decoder with or without attention (`RNNSeq2SeqConfig`), which shares no part of a Transformer.
 Dropout, initialisation, norm and positions are nested sub-configs. L2 / weight decay and the learning rate
 belong to training (`tformer.training`), not to the model.
 
@@ -33,6 +35,8 @@ SinusoidLayout = Literal["interleaved", "split"]
 InitKind = Literal["xavier", "normal"]
 AttentionKind = Literal["sdpa", "eager", "windowed", "sparse", "lowrank", "linear", "lsh", "ssm"]
 SparsePattern = Literal["strided", "fixed"]
+RNNCell = Literal["lstm", "gru"]
+MatchKind = Literal["none", "dot", "general", "additive", "cosine"]  # an RNN decoder's attention
 
 ACTIVATIONS = get_args(Activation)
 NORM_KINDS = get_args(NormKind)
@@ -43,6 +47,8 @@ INIT_KINDS = get_args(InitKind)
 ATTENTION_KINDS = get_args(AttentionKind)
 EXACT_KINDS = ("sdpa", "eager")
 SPARSE_PATTERNS = get_args(SparsePattern)
+RNN_CELLS = get_args(RNNCell)
+MATCH_KINDS = get_args(MatchKind)
 
 
 def _positive(name: str, value: int) -> None:
@@ -319,14 +325,74 @@ class GPTConfig(TransformerConfig):
                              "needs causal attention (use windowed, sparse, linear, lsh or ssm)")
 
 
-FAMILIES: dict[str, type[TransformerConfig]] = {
+@dataclass(kw_only=True)
+class RNNSeq2SeqConfig:
+    """The road to the Transformer: an RNN encoder-decoder (Sutskever et al. 2014), whose encoder's final
+    state starts the decoder, and with `attention` the attention-based RNN (Bahdanau et al. 2015; Luong et
+    al. 2015), whose decoder also reads a weighted sum of the encoder states at every step.
+
+    One width `d_model` for the embeddings, the decoder's state and the encoder's states: a bidirectional
+    encoder gives each direction d/2 units and concatenates them, so its states and, layer by layer, its
+    final states have the decoder's size. The encoder and the decoder have `n_layers` layers each, and the
+    final state of encoder layer l starts decoder layer l. `attention` names the MATCH function that scores
+    a decoder state z against an encoder state h (`models/rnn.py`): dot z.h, general z.W h, additive
+    v.tanh(W z + U h), cosine beta cos(z, h); none: no attention. `max_len` bounds what decoding produces
+    and what a text may hold (an RNN has no positions to run out of). `vocab_size` is the target
+    vocabulary; `src_vocab_size` None shares it, as `Seq2SeqConfig` does."""
+
+    vocab_size: int = 32000
+    src_vocab_size: int | None = None
+    d_model: int = 256
+    n_layers: int = 2
+    cell: RNNCell = "lstm"
+    bidirectional: bool = True
+    attention: MatchKind = "none"
+    max_len: int = 256
+    dropout: float = 0.1  # on the embeddings, between layers, and on the decoder's output
+    init_range: float = 0.1  # every weight starts uniform in [-init_range, init_range] (Luong et al. 2015)
+    tie_embeddings: bool = True
+    pad_id: int = 0
+    bos_id: int = 1
+    eos_id: int = 2
+    decoder_start_id: int | None = None  # first decoder input; None: bos_id
+
+    def __post_init__(self) -> None:
+        check_literals(self)  # cell, attention
+        check_finite(self)
+        for name in ("vocab_size", "d_model", "n_layers", "max_len"):
+            _positive(name, getattr(self, name))
+        if self.src_vocab_size is not None:
+            _positive("src_vocab_size", self.src_vocab_size)
+        if self.bidirectional and self.d_model % 2:
+            raise UserError(f"d_model={self.d_model} must be even with bidirectional=true: each direction of the "
+                             "encoder has d_model / 2 units")
+        _probability("dropout", self.dropout)
+        if not self.init_range > 0:
+            raise UserError(f"init_range={self.init_range!r} must be > 0")
+        if self.decoder_start_id is None:
+            self.decoder_start_id = self.bos_id
+        for name in ("pad_id", "bos_id", "eos_id", "decoder_start_id"):
+            value = getattr(self, name)
+            if not 0 <= value < self.vocab_size:
+                raise UserError(f"{name}={value} must be in [0, vocab_size={self.vocab_size})")
+
+    @property
+    def shared_vocab(self) -> bool:
+        return self.src_vocab_size is None
+
+
+ModelConfig = TransformerConfig | RNNSeq2SeqConfig
+ENCODER_DECODERS = (Seq2SeqConfig, RNNSeq2SeqConfig)  # the families that translate
+
+FAMILIES: dict[str, type[ModelConfig]] = {
     "seq2seq": Seq2SeqConfig,
     "bert": BertConfig,
     "gpt": GPTConfig,
+    "rnn": RNNSeq2SeqConfig,
 }
 
 
-def family_of(config: TransformerConfig) -> str:
+def family_of(config: ModelConfig) -> str:
     for name, cls in FAMILIES.items():
         if type(config) is cls:
             return name
@@ -334,9 +400,10 @@ def family_of(config: TransformerConfig) -> str:
 
 
 __all__ = [
-    "ACTIVATIONS", "ATTENTION_KINDS", "EXACT_KINDS", "FAMILIES", "INIT_KINDS", "NORM_KINDS", "PLACEMENTS",
-    "POSITION_KINDS", "SINUSOID_LAYOUTS", "SPARSE_PATTERNS", "Activation", "AttentionConfig", "AttentionKind",
-    "BertConfig", "DropoutConfig", "GPTConfig", "InitConfig", "InitKind", "NormConfig", "NormKind", "Placement",
-    "PositionConfig", "PositionKind", "Seq2SeqConfig", "SinusoidLayout", "SparsePattern", "TransformerConfig",
-    "family_of", "from_dict", "to_dict",
+    "ACTIVATIONS", "ATTENTION_KINDS", "ENCODER_DECODERS", "EXACT_KINDS", "FAMILIES", "INIT_KINDS", "MATCH_KINDS",
+    "NORM_KINDS", "PLACEMENTS", "POSITION_KINDS", "RNN_CELLS", "SINUSOID_LAYOUTS", "SPARSE_PATTERNS", "Activation",
+    "AttentionConfig", "AttentionKind", "BertConfig", "DropoutConfig", "GPTConfig", "InitConfig", "InitKind",
+    "MatchKind", "ModelConfig", "NormConfig", "NormKind", "Placement", "PositionConfig", "PositionKind", "RNNCell",
+    "RNNSeq2SeqConfig", "Seq2SeqConfig", "SinusoidLayout", "SparsePattern", "TransformerConfig", "family_of",
+    "from_dict", "to_dict",
 ]

@@ -22,6 +22,7 @@ KEYS = {
     "transformer-tiny": (87, "6d12d3d215a046ed"), "bert-base": (207, "5bd94bdce21d4116"),
     "bert-tiny": (47, "6ccdca5876739422"), "gpt2-small": (197, "dd3f533833533d1c"),
     "gpt-tiny": (37, "2401165f70d1d1c4"), "llama-tiny": (21, "d1744bba9e9d1dc9"),
+    "rnn-small": (27, "cd3afcb93e956ab3"), "rnn-attention-small": (29, "c6af977f8d51f24a"),  # issue 35
 }
 
 

@@ -246,8 +246,8 @@ def test_missing_or_corrupt_checkpoints_are_named(tmp_path):
     (path / "model.safetensors").unlink()
     with pytest.raises(ValueError, match=r"ckpt: missing model.safetensors"):
         load_model(path)
-    (path / "config.yaml").write_text("family: rnn\nconfig: {}\n")
-    with pytest.raises(ValueError, match=r"ckpt: config.yaml has family='rnn'"):
+    (path / "config.yaml").write_text("family: cnn\nconfig: {}\n")
+    with pytest.raises(ValueError, match=r"ckpt: config.yaml has family='cnn'"):
         load_model(path)
     (path / "config.yaml").write_text("family: gpt\nconfig: {d_model: 17, n_heads: 2}\n")
     with pytest.raises(ValueError, match=r"ckpt: config.yaml: d_model=17"):

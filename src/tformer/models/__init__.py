@@ -1,8 +1,10 @@
-"""The three families, assembled from the same parts: `EncoderDecoder` (the paper), `Bert`
-(encoder-only) and `GPT` (decoder-only)."""
+"""The three Transformer families, assembled from the same parts: `EncoderDecoder` (the paper), `Bert`
+(encoder-only) and `GPT` (decoder-only); and the road to them, `RNNEncoderDecoder` (with or without
+attention)."""
 
 from tformer.models.bert import Bert, BertClassifier, BertForPretraining
 from tformer.models.gpt import GPT
+from tformer.models.rnn import RNNEncoderDecoder
 from tformer.models.seq2seq import EncoderDecoder
 
-__all__ = ["Bert", "BertClassifier", "BertForPretraining", "EncoderDecoder", "GPT"]
+__all__ = ["Bert", "BertClassifier", "BertForPretraining", "EncoderDecoder", "GPT", "RNNEncoderDecoder"]

@@ -4,7 +4,9 @@
 FLOPs follow the usual convention (Kaplan et al. 2020; PaLM, Chowdhery et al. 2022, appendix B): a matmul
 of an (in -> out) linear layer costs 2 * in * out per token forward; attention adds 2 * 2 * n * h * k per
 token per attention layer (Q K^T and the weighted sum of V over n keys); training costs 3 x forward
-(backward is twice the forward). Embedding lookups are free; the output projection is not.
+(backward is twice the forward). Embedding lookups are free; the output projection is not. An RNN's weight
+matrices (torch's LSTM and GRU: every gate's input and recurrent weights, each direction and layer) cost 2
+per weight per token, as a linear layer's, and an RNN decoder's attention 2 * 2 * n * d per step.
 """
 
 from __future__ import annotations
@@ -12,17 +14,18 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from tformer.config import TransformerConfig
+from tformer.config import ModelConfig
 from tformer.models.presets import build_model
+from tformer.nn.alignment import Alignment
 from tformer.nn.attention import Attention
 
 
-def _meta_model(config: TransformerConfig) -> nn.Module:
+def _meta_model(config: ModelConfig) -> nn.Module:
     with torch.device("meta"):
         return build_model(config)
 
 
-def param_count(config: TransformerConfig, *, exclude_embeddings: bool = False) -> int:
+def param_count(config: ModelConfig, *, exclude_embeddings: bool = False) -> int:
     """Trainable parameters, each tied tensor counted once."""
     model = _meta_model(config)
     skip = set()
@@ -32,25 +35,30 @@ def param_count(config: TransformerConfig, *, exclude_embeddings: bool = False) 
     return sum(p.numel() for p in model.parameters() if id(p) not in skip)
 
 
-def forward_flops_per_token(config: TransformerConfig, seq_len: int) -> int:
+def forward_flops_per_token(config: ModelConfig, seq_len: int) -> int:
     """Forward FLOPs per token at context `seq_len` (source and target both `seq_len` for encoder-decoder)."""
     return model_forward_flops(_meta_model(config), seq_len)
 
 
-def train_flops_per_token(config: TransformerConfig, seq_len: int) -> int:
+def train_flops_per_token(config: ModelConfig, seq_len: int) -> int:
     return 3 * forward_flops_per_token(config, seq_len)
 
 
 def model_forward_flops(model: nn.Module, seq_len: int) -> int:
     """Forward FLOPs per token of a built model (any head: a classifier's too) at context `seq_len`: 2 per
-    weight of every linear layer, and 4 * seq_len * h * k per attention layer. An encoder-decoder's figure is
-    per pair of a source and a target token (both sides at `seq_len`)."""
+    weight of every linear layer and RNN, and 4 * seq_len * h * k per attention layer (4 * seq_len * d for an
+    RNN decoder's). An encoder-decoder's figure is per pair of a source and a target token (both sides at
+    `seq_len`)."""
     flops = 0
     for module in model.modules():
         if isinstance(module, nn.Linear):
             flops += 2 * module.in_features * module.out_features
+        elif isinstance(module, nn.RNNBase):
+            flops += 2 * sum(p.numel() for name, p in module.named_parameters() if name.startswith("weight_"))
         elif isinstance(module, Attention):
             flops += 4 * seq_len * module.n_heads * module.head_dim
+        elif isinstance(module, Alignment):
+            flops += 4 * seq_len * module.d_model
     return flops
 
 

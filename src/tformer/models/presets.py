@@ -11,9 +11,9 @@ import copy
 
 from torch import nn
 
-from tformer.config import FAMILIES, TransformerConfig, family_of, from_dict
+from tformer.config import FAMILIES, ModelConfig, family_of, from_dict
 from tformer.errors import UserError
-from tformer.models import GPT, BertForPretraining, EncoderDecoder
+from tformer.models import GPT, BertForPretraining, EncoderDecoder, RNNEncoderDecoder
 
 PRESETS: dict[str, tuple[str, dict]] = {
     "transformer-base": ("seq2seq", dict(vocab_size=37000, d_model=512, d_ff=2048, n_heads=8, n_layers=6)),
@@ -35,10 +35,14 @@ PRESETS: dict[str, tuple[str, dict]] = {
         activation="swiglu", bias=False, tie_embeddings=False,
         positions=dict(kind="rope"), norm=dict(kind="rmsnorm", eps=1e-6, placement="pre"),
         dropout=dict(embed=0.0, residual=0.0))),
+    # The road to the Transformer (docs/models.md): each about as large as the demo's Transformer
+    "rnn-small": ("rnn", dict(vocab_size=1000, d_model=256, n_layers=2, cell="lstm", bidirectional=True)),
+    "rnn-attention-small": ("rnn", dict(vocab_size=1000, d_model=232, n_layers=2, cell="lstm", bidirectional=True,
+                                        attention="general")),
 }
 
 
-def preset(name: str, overrides: dict | None = None) -> TransformerConfig:
+def preset(name: str, overrides: dict | None = None) -> ModelConfig:
     """The config of preset `name`, with `overrides` (nested dicts) merged over it."""
     if name not in PRESETS:
         raise UserError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
@@ -56,7 +60,7 @@ def merge(base: dict, extra: dict) -> dict:
     return base
 
 
-def build_model(config: TransformerConfig) -> nn.Module:
-    """The model class for the config's family: EncoderDecoder, BertForPretraining or GPT."""
-    classes = {"seq2seq": EncoderDecoder, "bert": BertForPretraining, "gpt": GPT}
+def build_model(config: ModelConfig) -> nn.Module:
+    """The model class for the config's family: EncoderDecoder, BertForPretraining, GPT or RNNEncoderDecoder."""
+    classes = {"seq2seq": EncoderDecoder, "bert": BertForPretraining, "gpt": GPT, "rnn": RNNEncoderDecoder}
     return classes[family_of(config)](config)

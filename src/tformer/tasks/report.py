@@ -19,7 +19,7 @@ from typing import Any
 
 from torch import nn
 
-from tformer.config import GPTConfig, Seq2SeqConfig
+from tformer.config import ENCODER_DECODERS, GPTConfig
 from tformer.data.bible import HELD_OUT_BOOKS
 from tformer.decoding import generate_greedy
 from tformer.errors import UserError
@@ -144,7 +144,7 @@ def samples_of(run: Path) -> list[str]:
         model, tokenizer = loaded.model, loaded.tokenizer
     except (ValueError, FileNotFoundError) as e:
         return no_model_section(f"cannot load the checkpoint: {e}")
-    if isinstance(model.config, Seq2SeqConfig):
+    if isinstance(model.config, ENCODER_DECODERS):
         samples = translation_samples(model, tokenizer, load_run_recipe(run))
     elif isinstance(model.config, GPTConfig):
         samples = generation_samples(model, tokenizer)

@@ -8,9 +8,12 @@ Which maps a model has:
                     matrix is the model's soft source-target alignment (Bahdanau et al. 2015, fig. 3).
     GPT             causal self-attention over the prompt (after its start token, if the model has one).
     BERT            self-attention over [CLS] text [SEP].
+    RNNEncoderDecoder  with attention: its alignment, one map (layer 0, head 0) with the rows and columns of
+                    the cross-attention above; without attention it has none, and is refused.
 
 The weights come from `Attention.record_weights`, which runs the eager reference kernel and keeps them; only
-exact attention has such a matrix, so other kinds are refused with a ValueError.
+exact attention has such a matrix, so other kinds are refused with a ValueError. An RNN decoder's attention
+(`nn.alignment.Alignment`) records its weights the same way, one decoder step after the other.
 
 L layers, H query heads, Tq query tokens, Tk key tokens.
 """
@@ -55,9 +58,17 @@ class AttentionMap:
 
 
 def check_exact(model: nn.Module) -> None:
-    """A ValueError unless every attention layer of `model` computes exact softmax attention."""
+    """A ValueError unless every attention layer of `model` computes exact softmax attention (an RNN
+    encoder-decoder's attention does; one without attention has no map)."""
+    from tformer.models import RNNEncoderDecoder
     from tformer.nn.attention import Attention
 
+    if isinstance(model, RNNEncoderDecoder):
+        if model.decoder.alignment is None:
+            raise UserError("attention maps need attention; this RNN encoder-decoder has attention='none' (its "
+                             "decoder sees the source only through the encoder's final state): train one with "
+                             "model.overrides.attention dot, general, additive or cosine")
+        return
     kind = model.config.attention.kind
     mixers = [m for name, m in model.named_modules() if name.endswith(".mixer")]
     if not model.config.attention.exact or not all(isinstance(m, Attention) and m.kernel.exact for m in mixers):
@@ -114,13 +125,13 @@ def attention_maps(model: nn.Module, tokenizer: Any, text: str, *, target: str |
     """The attention maps of `model` on `text` (for an encoder-decoder, the source; its `target` defaults to
     the model's greedy translation). Every row of every returned matrix sums to 1. A leading byte-order mark
     of `text` or `target` is dropped (`data.lines.normalise_text`)."""
-    from tformer.models import GPT, Bert, EncoderDecoder
+    from tformer.models import GPT, Bert, EncoderDecoder, RNNEncoderDecoder
 
     check_exact(model)
     ids = tokenizer.encode(normalise_text(text))
     if not ids:
         raise UserError(f"--text {text!r} has no tokens; give a sentence")
-    if isinstance(model, EncoderDecoder):
+    if isinstance(model, EncoderDecoder | RNNEncoderDecoder):
         return _seq2seq_maps(model, tokenizer, ids, target)
     if target is not None:
         raise UserError(f"--target is only for an encoder-decoder, not a {type(model).__name__}")
@@ -135,7 +146,8 @@ def attention_maps(model: nn.Module, tokenizer: Any, text: str, *, target: str |
                              queries=labels, keys=labels)]
     bert = model if isinstance(model, Bert) else getattr(model, "bert", None)
     if not isinstance(bert, Bert):
-        raise UserError(f"attention maps know EncoderDecoder, GPT and BERT models, not {type(model).__name__}")
+        raise UserError(f"attention maps know EncoderDecoder, RNNEncoderDecoder, GPT and BERT models, not "
+                         f"{type(model).__name__}")
     ids = [i for i in (tokenizer.bos_id, *ids, tokenizer.eos_id) if i is not None]  # [CLS] text [SEP]
     _check_length(len(ids), bert.config.max_len, "--text")
     weights = record(model, {"encoder": [x.mixer for x in bert.encoder.layers]},
@@ -147,6 +159,7 @@ def attention_maps(model: nn.Module, tokenizer: Any, text: str, *, target: str |
 
 def _seq2seq_maps(model: nn.Module, tokenizer: Any, src_ids: list[int], target: str | None) -> list[AttentionMap]:
     from tformer.decoding import greedy
+    from tformer.models import RNNEncoderDecoder
 
     config = model.config
     _check_length(len(src_ids), config.max_len, "--text")
@@ -159,13 +172,17 @@ def _seq2seq_maps(model: nn.Module, tokenizer: Any, src_ids: list[int], target: 
             raise UserError(f"--target {target!r} has no tokens; give a sentence or leave it out")
     tgt_in = [config.decoder_start_id, *tgt_ids]  # decoder inputs, shifted right
     _check_length(len(tgt_in), config.max_len, "the target")
+    source = [token_label(tokenizer, i) for i in src_ids]
+    inputs = [token_label(tokenizer, i) for i in tgt_in]
+    outputs = [token_label(tokenizer, i) for i in [*tgt_ids, config.eos_id]]  # what each position predicts
+    if isinstance(model, RNNEncoderDecoder):  # one attention, of the decoder over the source (`check_exact`)
+        weights = record(model, {"cross": [model.decoder.alignment]}, lambda: model(src, _batch(model, tgt_in)))
+        return [AttentionMap(part="cross", title=f"attention ({config.attention} match): each target token (row) "
+                             "over the source", weights=weights["cross"], queries=outputs, keys=source)]
     parts = {"encoder": [x.mixer for x in model.encoder.layers],
              "decoder": [x.mixer for x in model.decoder.layers],
              "cross": [x.cross_attn for x in model.decoder.layers]}
     weights = record(model, parts, lambda: model(src, _batch(model, tgt_in)))
-    source = [token_label(tokenizer, i) for i in src_ids]
-    inputs = [token_label(tokenizer, i) for i in tgt_in]
-    outputs = [token_label(tokenizer, i) for i in [*tgt_ids, config.eos_id]]  # what each position predicts
     return [
         AttentionMap(part="encoder", title="encoder self-attention", weights=weights["encoder"], queries=source,
                      keys=source),
