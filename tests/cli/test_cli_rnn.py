@@ -135,6 +135,14 @@ def test_a_plain_rnn_has_no_map_and_no_export(trained: Path, tmp_path: Path, cap
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "attention maps need attention; this RNN encoder-decoder has attention='none'" in err
+    from tformer.serve import Limits
+    from tformer.serve.service import InputError, load_service
+
+    service = load_service(checkpoint, limits=Limits(), device="cpu")
+    assert "attention" not in service.endpoints
+    with pytest.raises(InputError, match=r"/attention is not served for this seq2seq checkpoint \(attention maps "
+                                         r"need attention; this RNN encoder-decoder has attention='none'"):
+        service.need("attention")  # the server's 404 says why, in check_exact's words
     for flag in ("--to-hf", "--to-ct2"):
         assert main(["convert", flag, checkpoint, "--out", str(tmp_path / flag.strip("-"))]) == 2
         err = capsys.readouterr().err

@@ -74,6 +74,7 @@ class Service:
     limits: Limits
     decode: DecodeConfig | None = None  # a translator's: its run's recipe.yaml, else the defaults
     endpoints: tuple[str, ...] = ()  # what it serves: ENDPOINTS[kind], and "attention" where attention is exact
+    no_maps: str = "its attention is not exact"  # why /attention is not served, where it is not
 
     @property
     def model(self) -> nn.Module:
@@ -127,7 +128,7 @@ class Service:
         """An InputError (404) unless this model serves `endpoint`."""
         if endpoint not in self.endpoints:
             offered = ", ".join(f"/{e}" for e in self.endpoints) or "none"
-            why = " (its attention is not exact)" if endpoint == "attention" else ""
+            why = f" ({self.no_maps})" if endpoint == "attention" else ""
             raise InputError(f"/{endpoint} is not served for this {self.kind} checkpoint{why}; its endpoints: "
                              f"{offered} (and GET /health, /info)", status=404)
 
@@ -140,19 +141,22 @@ def load_service(path: str | Path, *, limits: Limits, device: str = "auto", dtyp
     decode = None
     if loaded.kind == "seq2seq":
         decode = decode_config(run_decode(path), batch_size=limits.max_batch)
-    endpoints = ENDPOINTS[loaded.kind] + (("attention",) if exact(loaded.model) else ())
-    return Service(loaded=loaded, limits=limits, decode=decode, endpoints=endpoints)
+    no_maps = maps_refused(loaded.model)
+    endpoints = ENDPOINTS[loaded.kind] + (("attention",) if no_maps is None else ())
+    return Service(loaded=loaded, limits=limits, decode=decode, endpoints=endpoints,
+                   **({} if no_maps is None else {"no_maps": no_maps}))
 
 
-def exact(model: nn.Module) -> bool:
-    """Whether every attention layer of `model` has a weight matrix to draw (`viz.attention.check_exact`)."""
+def maps_refused(model: nn.Module) -> str | None:
+    """Why `model` has no attention maps to draw (`viz.attention.check_exact`'s words: attention that is
+    not exact, or an RNN without attention), or None when every attention layer has a weight matrix."""
     from tformer.viz.attention import check_exact
 
     try:
         check_exact(model)
-    except ValueError:
-        return False
-    return True
+    except UserError as e:
+        return str(e)
+    return None
 
 
 # --- checking requests -----------------------------------------------------------------------------------
