@@ -56,6 +56,15 @@ def _positive(name: str, value: int) -> None:
         raise UserError(f"{name}={value!r} must be a positive integer")
 
 
+def _token_ids(config: object, names: tuple[str, ...]) -> None:
+    """Each of `config`'s special token ids `names` inside its vocabulary."""
+    vocab = config.vocab_size
+    for name in names:
+        value = getattr(config, name)
+        if not 0 <= value < vocab:
+            raise UserError(f"{name}={value} must be in [0, vocab_size={vocab})")
+
+
 def _probability(name: str, value: float) -> None:
     if not 0.0 <= value < 1.0:
         raise UserError(f"{name}={value!r} must be in [0, 1)")
@@ -274,10 +283,7 @@ class Seq2SeqConfig(TransformerConfig):
             _positive("src_vocab_size", self.src_vocab_size)
         if self.decoder_start_id is None:
             self.decoder_start_id = self.bos_id
-        for name in ("bos_id", "eos_id", "decoder_start_id"):
-            value = getattr(self, name)
-            if not 0 <= value < self.vocab_size:
-                raise UserError(f"{name}={value} must be in [0, vocab_size={self.vocab_size})")
+        _token_ids(self, ("bos_id", "eos_id", "decoder_start_id"))
 
     @property
     def shared_vocab(self) -> bool:
@@ -371,10 +377,7 @@ class RNNSeq2SeqConfig:
             raise UserError(f"init_range={self.init_range!r} must be > 0")
         if self.decoder_start_id is None:
             self.decoder_start_id = self.bos_id
-        for name in ("pad_id", "bos_id", "eos_id", "decoder_start_id"):
-            value = getattr(self, name)
-            if not 0 <= value < self.vocab_size:
-                raise UserError(f"{name}={value} must be in [0, vocab_size={self.vocab_size})")
+        _token_ids(self, ("pad_id", "bos_id", "eos_id", "decoder_start_id"))
 
     @property
     def shared_vocab(self) -> bool:

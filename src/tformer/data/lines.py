@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 from tformer.errors import UserError
-from tformer.files import is_special_file
 
 STDIN = "stdin"
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -237,25 +236,6 @@ def check_line_lengths(lengths: Iterable[int], *, limit: int, max_len: int, wher
             raise LineTooLong(f"{where}:{number}: the line is {n} tokens, longer than the model's context {room}")
 
 
-def check_writable(path: str | os.PathLike, *, what: str) -> None:
-    """A ValueError unless a file can be written at `path` (named `what` in the message, e.g. "--output"):
-    a FIFO, device or pipe (`>(cmd)`) this process may open for writing; else, following a symbolic link to
-    its target, not a directory, and the closest existing ancestor a directory this process may write in."""
-    path = Path(path)
-    if is_special_file(path):
-        if not os.access(path, os.W_OK):
-            raise UserError(f"{what} {path} is not writable")
-        return
-    if path.is_dir():
-        raise UserError(f"{what} {path} is a directory; give a file path")
-    target = Path(os.path.realpath(path)) if path.is_symlink() else path
-    nearest = next(p for p in target.parents if p.exists())  # the closest existing ancestor
-    if not nearest.is_dir():
-        raise UserError(f"{what} {path}: {nearest} is a file; give a file path in a directory")
-    if not os.access(nearest, os.W_OK):
-        raise UserError(f"{what} {path}: directory {nearest} is not writable")
-
-
-__all__ = ["BOM", "JSONL_SUFFIXES", "STDIN", "DataError", "LineTooLong", "check_line_lengths", "check_writable",
+__all__ = ["BOM", "JSONL_SUFFIXES", "STDIN", "DataError", "LineTooLong", "check_line_lengths",
            "decode_utf8", "existing_file", "format_lines", "line_batches", "normalise_text", "read_jsonl_records",
            "read_lines", "read_utf8", "source_name", "split_lines", "text_lines"]
