@@ -26,6 +26,9 @@ where the default is the terminal and the run kept under docs/bench/ was written
     ct2_speed          against CTranslate2 run as its users run it, on trained models: greedy and beam-4
                        translation of Acts, batch-1 and batch-8 generation, fp32 and int8 -> a part of bench;
                        kept: docs/bench/ct2-user.json
+    demo_proxies       short fixed-step runs of the demo recipe differing in one method (optimizer, schedule,
+                       averaging, architecture, extra data), scored on Romans -> --out DIR (proxies.jsonl;
+                       docs/demo-recipe.md quotes the runs)
     decode_profile     one decoding step by operator (torch.profiler) against CTranslate2's step
                        -> kept: docs/bench/decode-profile.json, docs/bench/decode-profile-beam.json
     extrapolation      every position scheme at lengths beyond training -> docs/bench/extrapolation/
@@ -45,6 +48,9 @@ where the default is the terminal and the run kept under docs/bench/ was written
     machine            the machine's limits: matmul GFLOP/s, copy and mat-vec bandwidth
                        -> a part of bench: docs/bench/results.json
     quality            every attention kind at equal budget: loss, speed, cache bytes -> docs/bench/quality/
+    road               the notes' road to the Transformer: trained translators (RNN, attention RNN, Transformer)
+                       side by side: steps, tokens/s, test BLEU and chrF, BLEU by source length
+                       -> --out DIR (road.md, road.json, road-bleu-by-length.png)
     serve_load         `tformer serve` under concurrent clients, with micro-batching and without
                        -> kept: docs/bench/serve-load.json
     threads            training steps/s against CPU threads, alone and beside busy processes

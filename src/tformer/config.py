@@ -27,7 +27,7 @@ from typing import Literal, get_args
 from tformer.configio import check_finite, check_literals, from_dict, to_dict, with_default
 from tformer.errors import UserError
 
-Activation = Literal["relu", "gelu", "gelu_tanh", "silu", "swiglu", "geglu"]
+Activation = Literal["relu", "relu2", "gelu", "gelu_tanh", "silu", "swiglu", "geglu"]
 NormKind = Literal["layernorm", "rmsnorm"]
 Placement = Literal["post", "pre"]
 PositionKind = Literal["sinusoidal", "learned", "none", "rope", "alibi"]

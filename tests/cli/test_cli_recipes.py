@@ -13,7 +13,7 @@ from tformer import recipes
 from tformer.cli import main
 from tformer.tasks import load_recipe
 
-SHIPPED = ["bert-pretrain", "classify-bbc", "classify-sentiment", "demo", "demo-gpu", "gpt-bible", "long",
+SHIPPED = ["bert-pretrain", "classify-bbc", "classify-sentiment", "demo", "demo-20", "demo-gpu", "gpt-bible", "long",
            "road-attention", "road-rnn"]
 KNOWN = ", ".join(SHIPPED)
 

@@ -105,6 +105,32 @@ def test_more_sources_refused(more: tuple, split: str, message: str) -> None:
         load_bible(split, more_sources=more)
 
 
+def test_more_targets_pair_the_web_verses_with_schlachter_in_elberfelders_conventions(splits: dict) -> None:
+    train = load_bible("train", more_targets=("schlachter",))
+    assert train[: SIZES["train"]] == splits["train"]  # WEB -> Elberfelder first, unchanged
+    extra = train[SIZES["train"]:]
+    assert extra[0] == (splits["train"][0][0], "Im Anfang schuf Gott den Himmel und die Erde.")
+    sources = {s for s, _ in splits["train"]}
+    missing = [s for s, _ in extra if s not in sources]  # the same WEB verses, no held-out book, and
+    assert len(missing) == 1 and missing[0].startswith('"But woe to you, scribes')  # Matt 23:14, not in Elberfelder
+    texts = " ".join(t for _, t in extra)
+    assert "»" not in texts and "«" not in texts and "`" not in texts and "„" in texts
+    assert not re.search(r"\(\d+:\d+\)", texts)  # the Hebrew verse numbers are gone
+    assert any(t.startswith("viele sagen von meiner Seele: „Sie hat keine Hilfe bei Gott.“") for _, t in extra)
+    both = load_bible("train", more_sources=("kjv",), more_targets=("schlachter",))
+    assert len(both) == len(train) + len(load_bible("train", more_sources=("kjv",))) - SIZES["train"]
+
+
+@pytest.mark.parametrize(("more", "split", "message"), [
+    (("kjv",), "train", "more_targets: 'kjv' is not another version of the target language 'de'"),
+    (("elberfelder",), "train", "'elberfelder' is not another version"),
+    (("schlachter",), "validation", "more_targets apply to the train split only, not 'validation'"),
+])
+def test_more_targets_refused(more: tuple, split: str, message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        load_bible(split, more_targets=more)
+
+
 def test_bad_arguments() -> None:
     with pytest.raises(ValueError, match="split='dev' is not allowed"):
         load_bible("dev")

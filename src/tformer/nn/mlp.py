@@ -11,6 +11,7 @@ from torch import Tensor, nn
 
 ACTIVATION_FNS = {
     "relu": F.relu,
+    "relu2": lambda x: F.relu(x).square(),  # ReLU squared (So et al. 2021, Primer; modded-nanogpt)
     "gelu": F.gelu,
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
     "silu": F.silu,

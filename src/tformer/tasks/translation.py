@@ -44,6 +44,7 @@ class DataConfig:
     valid: str | None = None
     test: str | None = None
     more_sources: list[str] = field(default_factory=list)  # bible: other source versions of the training books
+    more_targets: list[str] = field(default_factory=list)  # bible: other target versions of the training books
     vocab_size: int = 8000  # joint BPE over both sides of the training split
     max_len: int = 128  # tokens per side; longer training pairs are dropped
     max_tokens: int = 4096  # token budget of one micro-batch (padded size)
@@ -53,8 +54,9 @@ class DataConfig:
     def __post_init__(self) -> None:
         if self.corpus not in ("bible", "files"):
             raise UserError(f"data.corpus={self.corpus!r} is not allowed; choose bible or files")
-        if self.more_sources and self.corpus != "bible":
-            raise UserError(f"data.more_sources={self.more_sources!r} needs data.corpus='bible'")
+        for name in ("more_sources", "more_targets"):
+            if getattr(self, name) and self.corpus != "bible":
+                raise UserError(f"data.{name}={getattr(self, name)!r} needs data.corpus='bible'")
         if self.corpus == "files" and not (self.train and self.valid):
             raise UserError("data.corpus='files' needs data.train and data.valid (paths to .tsv, .jsonl or 'a,b')")
         for name in ("vocab_size", "max_len", "max_tokens", "bleu_sentences"):
@@ -86,7 +88,8 @@ def load_split(data: DataConfig, split: str) -> list[tuple[str, str]]:
     if data.corpus == "bible":
         if split != "train":
             return load_bible("validation" if split == "valid" else split, src=data.src, tgt=data.tgt)
-        return load_bible("train", src=data.src, tgt=data.tgt, more_sources=tuple(data.more_sources))
+        return load_bible("train", src=data.src, tgt=data.tgt, more_sources=tuple(data.more_sources),
+                          more_targets=tuple(data.more_targets))
     spec = getattr(data, split)
     if spec is None:
         raise UserError(f"data.{split} is not set; give a .tsv, .jsonl or 'src_file,tgt_file' path")
