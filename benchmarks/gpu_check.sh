@@ -13,31 +13,41 @@
 #   decode     benchmarks.gpu_decode_check: batch 1 and 8 generation eager / captured / captured + compiled
 #              against transformers' generate (default and static cache); translation captured
 #   demo       `tformer demo demo-gpu` (3-minute budget) and its test BLEU
-# Logs and JSON go to $OUT (default: a new temporary folder).
+# Logs and JSON go to $OUT (default: a new temporary folder); STEPS="train demo" runs only those steps.
 set -u
+STEPS=${STEPS:-tests train decode demo}
+want() { [[ " $STEPS " == *" $1 "* ]]; }
 OUT=${OUT:-$(mktemp -d)}; RUNS=$(mktemp -d); mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/src:$PWD:$PWD/.gpu/slim"
 log() { echo "=== $(date +%T) $*"; }
 log env; nvidia-smi -L; python3 -c "import torch; print(torch.__version__, torch.cuda.get_device_name(0))"
 
+want tests && {
 log "tests of the GPU paths"
 timeout 60 python3 -m pytest -q -p no:cacheprovider -rfE tests/training/test_precision.py \
   tests/decoding/test_static_cache.py > "$OUT/pytest.log" 2>&1; echo "rc=$?"; tail -3 "$OUT/pytest.log"
+}
 
+want train && {
 log "training speed: GPT-2 124M, bf16, compiled"
 NANO=(); [ -f .gpu/nanoGPT/model.py ] && NANO=(--nanogpt .gpu/nanoGPT)
 timeout 130 python3 -m benchmarks.train_speed --families gpt --layers 12 --d-model 768 --heads 12 --d-ff 3072 \
   --vocab 50304 --batch 8 --seq 1024 --precision bf16 --compile --hf-attention sdpa "${NANO[@]}" \
   --reps 3 --steps-per-rep 5 --warmup 2 --out "$OUT/train-124m.json" > "$OUT/train-124m.log" 2>&1
 echo "rc=$?"; tail -8 "$OUT/train-124m.log"
+}
 
+want decode && {
 log "decoding: captured against eager and transformers"
 timeout 130 python3 -m benchmarks.gpu_decode_check --out "$OUT/gpu-decode.json" > "$OUT/gpu-decode.log" 2>&1
 echo "rc=$?"; tail -14 "$OUT/gpu-decode.log"
+}
 
+want demo && {
 log "the GPU demo, 3-minute budget"
-timeout 220 python3 -m tformer demo demo-gpu out_dir="$RUNS/demo-gpu" --overwrite --no-progress \
+timeout 250 python3 -m tformer demo demo-gpu out_dir="$RUNS/demo-gpu" --overwrite --no-progress \
   > "$OUT/demo-gpu.log" 2>&1; echo "rc=$?"
 grep -E "stopped at|BLEU|chrF|degenerate" "$OUT/demo-gpu.log" | tail -5
 cp "$RUNS/demo-gpu/test.json" "$OUT/demo-gpu-test.json" 2>/dev/null
+}
 log done
