@@ -3,6 +3,7 @@ selenium) opens a server's page, a sentence is typed and sent, and the translati
 appear; a screenshot is saved. A 70-word sentence's map scrolls, its labels are thinned so that none overlap,
 pointing at a cell reads out its weight, and a colour scale stands beside it; an error clears the map. A GPT's
 page speaks of prompts and maps the continuation too. Markup typed in stays text (no element is made of it).
+Picking a row fades the others and writes its largest weights under the map.
 Skipped, with the reason, where Chromium, its driver or selenium is missing; the HTTP tests run everywhere."""
 
 from __future__ import annotations
@@ -323,3 +324,56 @@ def test_a_bert_page_speaks_of_texts_and_a_classifiers_of_labels(browser: Any, c
             no_error(browser)
             assert browser.find_element(By.ID, "attention").get_attribute("data-state") == "drawn"
     assert len(browser.find_elements(By.CSS_SELECTOR, "#output .label-row")) == 3  # the classifier's labels
+
+
+# The alpha of the centre pixel of each row's first cell: a picked row is drawn opaque, the others faded.
+ROW_ALPHAS = """
+const c = document.getElementById("attention"), cell = c.width / arguments[0];
+const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+const alpha = (q) => d[(Math.floor((q + 0.5) * cell) * c.width + Math.floor(cell / 2)) * 4 + 3];
+return Array.from({length: arguments[1]}, (_, q) => alpha(q));
+"""
+
+
+def test_picking_a_row_shows_where_one_token_attends(browser: Any, checkpoints: dict) -> None:
+    """The notes' question, "where does this word attend?", on the page: pick the encoder and the row of one
+    token (the row list, or a click on a cell of that row): the other rows fade, and the row's largest weights
+    are written under the map, those of /attention's encoder map (the mean of the last layer's heads)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    sentence = "the big cat sees the small dog"
+    with start(checkpoints["seq2seq"]) as url:
+        ask(browser, url, sentence)
+        no_error(browser)
+        encoder = call(url, "POST", "/attention", {"text": sentence})[1]["maps"][0]
+        Select(browser.find_element(By.ID, "part")).select_by_index(0)
+        assert browser.find_element(By.ID, "attention").get_attribute("data-row") == ""
+        assert not browser.find_element(By.ID, "row-readout").is_displayed()
+        q, n = encoder["queries"].index("cat"), len(encoder["queries"])
+        Select(browser.find_element(By.ID, "row")).select_by_value(str(q))
+        assert browser.find_element(By.ID, "attention").get_attribute("data-row") == str(q)
+        heads = encoder["weights"][-1]
+        row = [sum(h[q][k] for h in heads) / len(heads) for k in range(n)]
+        top = sorted(range(n), key=lambda k: -row[k])[:5]
+        readout = browser.find_element(By.ID, "row-readout").text
+        assert readout.startswith(f"\u201ccat\u201d (row {q + 1}) attends most to: "), readout
+        for k in top:
+            assert f"\u201c{encoder['keys'][k]}\u201d (column {k + 1}) {row[k]:.3f}" in readout
+        alphas = browser.execute_script(ROW_ALPHAS, n, n)
+        assert alphas[q] == 255 and all(a < 80 for i, a in enumerate(alphas) if i != q), alphas
+        label = browser.find_elements(By.CSS_SELECTOR, "#query-labels span")[q]
+        assert "picked" in label.get_attribute("class")
+
+        canvas = browser.find_element(By.ID, "attention")
+        cell = canvas.size["height"] / n
+        other = (q + 1) % n
+        at = (int(cell / 2 - canvas.size["width"] / 2), int((other + 0.5) * cell - canvas.size["height"] / 2))
+        ActionChains(browser).move_to_element_with_offset(canvas, *at).click().perform()  # from the centre
+        assert canvas.get_attribute("data-row") == str(other)
+        assert browser.find_element(By.ID, "row-readout").text.startswith(f"\u201c{encoder['queries'][other]}\u201d")
+        ActionChains(browser).move_to_element_with_offset(canvas, *at).click().perform()  # again: every row
+        assert canvas.get_attribute("data-row") == ""
+        assert not browser.find_element(By.ID, "row-readout").is_displayed()
+        assert set(browser.execute_script(ROW_ALPHAS, n, n)) == {255}

@@ -1,7 +1,8 @@
 """What the server makes of a request before its values (issue 31, class 3): strict JSON (a key given twice,
 at any depth, and NaN, Infinity, -Infinity are refused in one line, not read with the last key winning); HEAD
 of /, /health and /info answered as GET without a body; a path with a trailing slash a 404 that names the
-endpoints, never a redirect; and /attention's weights exactly the library's, every row summing to 1."""
+endpoints, never a redirect; and /attention's weights exactly the library's, every row summing to 1, its
+encoder map the one `tformer plot attention` draws (one word's row, as `--query` prints it)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from urllib.parse import urlsplit
 
 import pytest
 import torch
-from serving import call
+from serving import call, start
 from test_serve_errors import assert_refused
 
+from tformer.cli import main
 from tformer.inference import load
-from tformer.viz.attention import attention_maps
+from tformer.viz import attention
 
 BODIES = {"/translate": ("seq2seq", {"text": "the cat"}), "/generate": ("gpt", {"prompt": "the cat"}),
           "/score": ("gpt", {"text": "the cat"}), "/classify": ("bert classifier", {"text": "the cat"}),
@@ -116,10 +118,39 @@ def test_attention_weights_are_the_librarys_and_every_row_sums_to_one(kind: str,
     for text in ["the big cat", "the big red dog sees a small blue house"]:  # 39 characters: a GPT's 47 at most
         status, out = call(servers[kind], "POST", "/attention", {"text": text})
         assert status == 200, out
-        expected = attention_maps(loaded.model, loaded.tokenizer, text)
+        expected = attention.attention_maps(loaded.model, loaded.tokenizer, text)
         assert [m["part"] for m in out["maps"]] == [m.part for m in expected]
         for got, want in zip(out["maps"], expected, strict=True):
             assert (got["queries"], got["keys"]) == (want.queries, want.keys)
             weights = torch.tensor(got["weights"], dtype=torch.float64)  # (L, H, Tq, Tk)
             assert torch.equal(weights.float(), want.weights)  # float32 values, unrounded
             assert (weights.sum(-1) - 1).abs().max() <= 1e-6
+
+
+def test_the_encoder_map_is_the_one_plot_attention_draws(checkpoints: dict[str, Path], tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture) -> None:
+    """The translator's encoder map from /attention gives, for one word, the row that `tformer plot attention
+    --query` prints: the mean of the word's token rows, summed over each key word's tokens, in every layer and
+    head (the table's three decimals)."""
+    sentence, word = "the big cat sees the small dog", "cat"
+    with start(checkpoints["seq2seq"]) as url:
+        status, out = call(url, "POST", "/attention", {"text": sentence})
+    assert status == 200, out
+    encoder = out["maps"][0]
+    assert encoder["part"] == "encoder"
+    served = torch.tensor(encoder["weights"], dtype=torch.float64)  # (L, H, S, S)
+    assert main(["plot", "attention", "--checkpoint", str(checkpoints["seq2seq"]), "--text", sentence,
+                 "--query", word, "--out", str(tmp_path / "cat.png")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("layer head"))
+    tokenizer = load(checkpoints["seq2seq"]).tokenizer
+    source = attention.words(tokenizer, tokenizer.encode(sentence))
+    assert lines[at].split()[2:] == [w.text for w in source]
+    mine = next(w for w in source if w.text == word).tokens
+    row = served[:, :, list(mine)].mean(dim=2)  # (L, H, S)
+    expected = torch.stack([row[..., list(w.tokens)].sum(-1) for w in source], dim=-1)  # (L, H, words)
+    printed = lines[at + 1:]
+    assert len(printed) == served.shape[0] * served.shape[1]
+    for line in printed:
+        layer, head, *values = line.split()
+        assert [float(v) for v in values] == pytest.approx(expected[int(layer), int(head)].tolist(), abs=5e-4)

@@ -1,7 +1,7 @@
 """Pictures and reports (`tformer.viz`):
 
     tformer plot attention --checkpoint DIR --text TEXT [--target TEXT] [--part P] [--layer L] [--head H]
-                           [-o FILE] [--device D] [--dtype T]
+                           [--query WORD] [-o FILE] [--device D] [--dtype T]
     tformer plot positions [--max-len N] [--d-model D] [--heads H] [--out-dir DIR] [--format png|svg]
     tformer plot curves RUN_DIR [RUN_DIR ...] [-o FILE]
     tformer plot complexity [--results docs/bench/complexity/results.json] [--out-dir DIR] [--format png|svg]
@@ -35,6 +35,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--part", help="only this attention: encoder, decoder or cross (default: all the model has)")
     p.add_argument("--layer", type=options.integer(), help="only this layer (0-based; default: every layer)")
     p.add_argument("--head", type=options.integer(), help="only this head (0-based; default: every head)")
+    p.add_argument("--query", type=options.text, metavar="WORD",
+                   help="only where this word attends: its row in every layer and head over the key words, drawn "
+                        "and printed (a word of several tokens: their rows' mean; the part: the first, an "
+                        "encoder-decoder's encoder, unless --part; default: none: every row)")
     p.add_argument("-o", "--output", "--out", dest="out", default="attention.png", metavar="FILE",
                    help="output .png or .svg, or - for stdout (PNG)")
     shared.add_placement(p)
@@ -80,11 +84,20 @@ def cmd_attention(args: argparse.Namespace) -> int:
     from tformer.inference import load
     from tformer.viz.attention import attention_maps, plot_attention, select
     from tformer.viz.figures import output_format, save_figure
+    from tformer.viz.focus import check_query, focus, plot_word_row, word_table
 
     shared.check_output(args.out)  # a bad target or suffix fails before the model runs
     output_format(args.out)
+    if args.query is not None:
+        check_query(args.query)
     loaded = load(args.checkpoint, **shared.placement(args))
     maps = attention_maps(loaded.model, loaded.tokenizer, args.text, target=args.target)
+    if args.query is not None:  # a bad --part/--layer/--head or a word not in the text fails here
+        row, layers, heads = focus(maps, args.query, part=args.part, layer=args.layer, head=args.head)
+        wrote(save_figure(plot_word_row(row, layers=layers, heads=heads), args.out))
+        if not shared.is_std(str(args.out)):  # not into the picture on stdout
+            print(word_table(row, layers=layers, heads=heads))
+        return 0
     select(maps, part=args.part, layer=args.layer, head=args.head)  # a bad --part/--layer/--head fails here
     wrote(save_figure(plot_attention(maps, part=args.part, layer=args.layer, head=args.head), args.out))
     return 0

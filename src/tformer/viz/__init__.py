@@ -2,6 +2,7 @@
 and a self-contained HTML report of a run.
 
     attention.py   `attention_maps` (the weights, every row a distribution) and `plot_attention`
+    focus.py       where one word attends (`plot attention --query`): its row per layer and head, over words
     positions.py   sinusoidal table and similarity, RoPE scores, ALiBi biases
     curves.py      `read_metrics` of a run's metrics.jsonl and `plot_curves` of several runs
     complexity.py  the complexity benchmark's results, log-log with fitted slopes

@@ -11,6 +11,8 @@ Which maps a model has:
     RNNEncoderDecoder  with attention: its alignment, one map (layer 0, head 0) with the rows and columns of
                     the cross-attention above; without attention it has none, and is refused.
 
+Each map also groups its query and key tokens into words (`words`), for `viz.focus`, which reads one word's row.
+
 The weights come from `Attention.record_weights`, which runs the eager reference kernel and keeps them; only
 exact attention has such a matrix, so other kinds are refused with a ValueError. An RNN decoder's attention
 (`nn.alignment.Alignment`) records its weights the same way, one decoder step after the other.
@@ -20,10 +22,11 @@ L layers, H query heads, Tq query tokens, Tk key tokens.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -43,6 +46,13 @@ COLORBAR = 0.9  # inches for a section's colorbar
 ROLE_NAMES = {"pad_id": "<pad>", "bos_id": "<s>", "eos_id": "</s>", "unk_id": "<unk>"}
 
 
+class Word(NamedTuple):
+    """A word of a map's queries or keys: its text and the positions of its tokens."""
+
+    text: str  # as decoded ("street", "didn't"), a special token's name, "·" for whitespace
+    tokens: tuple[int, ...]
+
+
 @dataclass(frozen=True)
 class AttentionMap:
     """One kind of attention in a model, for one example."""
@@ -52,6 +62,8 @@ class AttentionMap:
     weights: Tensor  # (L, H, Tq, Tk): every row a probability distribution over the keys
     queries: list[str]  # Tq row labels
     keys: list[str]  # Tk column labels
+    query_words: tuple[Word, ...] = ()  # the rows' tokens grouped into words (`words`); (): a word a token
+    key_words: tuple[Word, ...] = ()  # the same for the columns
 
 
 # --- computing the maps ---------------------------------------------------------------------------------
@@ -112,6 +124,43 @@ def token_label(tokenizer: Any, i: int) -> str:
     return name or roles.get(i) or f"#{i}"
 
 
+def words(tokenizer: Any, ids: list[int]) -> tuple[Word, ...]:
+    """The tokens `ids` grouped into words, in order, by the text each token adds to the decoded text. A run
+    of tokens each added without whitespace before it is one word (" t" + "ired", "didn" + "'t", "didn" +
+    "'" + "t"), less the tokens of punctuation alone at either end of the run, each a word of its own
+    ("tired" + "."); a special token (it adds no text) and a token of whitespace alone are words of their
+    own. A word's text is what its tokens add, stripped; a special token's is its label (`token_label`).
+    Only the few tokens before each are decoded with it, so the cost is linear in the length."""
+    added = []
+    for k in range(len(ids)):
+        before = tokenizer.decode(ids[max(0, k - 4):k])
+        longer = tokenizer.decode(ids[max(0, k - 4):k + 1])
+        added.append(longer[len(before):] if longer.startswith(before) else tokenizer.decode(ids[k:k + 1]))
+    runs: list[list[int]] = []
+    for k, text in enumerate(added):
+        if k == 0 or not text.strip() or not added[k - 1].strip() or text[0].isspace():
+            runs.append([k])
+        else:
+            runs[-1].append(k)
+
+    def punctuation(k: int) -> bool:
+        return bool(added[k].strip()) and all(unicodedata.category(c).startswith("P") for c in added[k].strip())
+
+    def word(tokens: list[int]) -> Word:
+        text = "".join(added[k] for k in tokens).strip()
+        return Word(text or token_label(tokenizer, ids[tokens[0]]), tuple(tokens))
+
+    out: list[Word] = []
+    for run in runs:
+        lo, hi = 0, len(run)
+        while lo < hi and punctuation(run[lo]):
+            lo += 1
+        while hi > lo and punctuation(run[hi - 1]):
+            hi -= 1
+        out += [word([k]) for k in run[:lo]] + ([word(run[lo:hi])] if lo < hi else []) + [word([k]) for k in run[hi:]]
+    return tuple(out)
+
+
 def _batch(model: nn.Module, ids: list[int]) -> Tensor:  # (1, T) on the model's device
     return torch.tensor([ids], device=device_of(model))
 
@@ -141,9 +190,9 @@ def attention_maps(model: nn.Module, tokenizer: Any, text: str, *, target: str |
         _check_length(len(ids), model.config.max_len, "--text")
         weights = record(model, {"decoder": [x.mixer for x in model.decoder.layers]},
                          lambda: model(_batch(model, ids)))
-        labels = [token_label(tokenizer, i) for i in ids]
+        labels, groups = [token_label(tokenizer, i) for i in ids], words(tokenizer, ids)
         return [AttentionMap(part="decoder", title="self-attention (causal)", weights=weights["decoder"],
-                             queries=labels, keys=labels)]
+                             queries=labels, keys=labels, query_words=groups, key_words=groups)]
     bert = model if isinstance(model, Bert) else getattr(model, "bert", None)
     if not isinstance(bert, Bert):
         raise UserError(f"attention maps know EncoderDecoder, RNNEncoderDecoder, GPT and BERT models, not "
@@ -152,9 +201,9 @@ def attention_maps(model: nn.Module, tokenizer: Any, text: str, *, target: str |
     _check_length(len(ids), bert.config.max_len, "--text")
     weights = record(model, {"encoder": [x.mixer for x in bert.encoder.layers]},
                      lambda: model(_batch(model, ids)))
-    labels = [token_label(tokenizer, i) for i in ids]
+    labels, groups = [token_label(tokenizer, i) for i in ids], words(tokenizer, ids)
     return [AttentionMap(part="encoder", title="self-attention", weights=weights["encoder"], queries=labels,
-                         keys=labels)]
+                         keys=labels, query_words=groups, key_words=groups)]
 
 
 def _seq2seq_maps(model: nn.Module, tokenizer: Any, src_ids: list[int], target: str | None) -> list[AttentionMap]:
@@ -175,21 +224,25 @@ def _seq2seq_maps(model: nn.Module, tokenizer: Any, src_ids: list[int], target: 
     source = [token_label(tokenizer, i) for i in src_ids]
     inputs = [token_label(tokenizer, i) for i in tgt_in]
     outputs = [token_label(tokenizer, i) for i in [*tgt_ids, config.eos_id]]  # what each position predicts
+    source_words, input_words = words(tokenizer, src_ids), words(tokenizer, tgt_in)
+    output_words = words(tokenizer, [*tgt_ids, config.eos_id])
     if isinstance(model, RNNEncoderDecoder):  # one attention, of the decoder over the source (`check_exact`)
         weights = record(model, {"cross": [model.decoder.alignment]}, lambda: model(src, _batch(model, tgt_in)))
         return [AttentionMap(part="cross", title=f"attention ({config.attention} match): each target token (row) "
-                             "over the source", weights=weights["cross"], queries=outputs, keys=source)]
+                             "over the source", weights=weights["cross"], queries=outputs, keys=source,
+                             query_words=output_words, key_words=source_words)]
     parts = {"encoder": [x.mixer for x in model.encoder.layers],
              "decoder": [x.mixer for x in model.decoder.layers],
              "cross": [x.cross_attn for x in model.decoder.layers]}
     weights = record(model, parts, lambda: model(src, _batch(model, tgt_in)))
     return [
         AttentionMap(part="encoder", title="encoder self-attention", weights=weights["encoder"], queries=source,
-                     keys=source),
+                     keys=source, query_words=source_words, key_words=source_words),
         AttentionMap(part="decoder", title="decoder self-attention (causal)", weights=weights["decoder"],
-                     queries=inputs, keys=inputs),
+                     queries=inputs, keys=inputs, query_words=input_words, key_words=input_words),
         AttentionMap(part="cross", title="cross-attention: each target token (row) over the source",
-                     weights=weights["cross"], queries=outputs, keys=source),
+                     weights=weights["cross"], queries=outputs, keys=source, query_words=output_words,
+                     key_words=source_words),
     ]
 
 

@@ -50,6 +50,7 @@ let info = null;
 let kind = OTHER;
 let maps = [];
 let view = null;  // what the canvas shows: { m, w, cell, q, k } (q, k: the cell pointed at, or null)
+const FADED = 0.15;  // the opacity of the other rows while one row is picked out
 
 function el(tag, text, className) {
   const node = document.createElement(tag);
@@ -147,8 +148,10 @@ function clearMap() {
   view = null;
   hideTip();
   $("attention-section").hidden = true;
-  for (const id of ["part", "layer", "head", "key-labels", "query-labels"]) $(id).replaceChildren();
+  for (const id of ["part", "layer", "head", "row", "key-labels", "query-labels"]) $(id).replaceChildren();
   $("map-covers").textContent = "";
+  $("row-readout").textContent = "";
+  $("row-readout").hidden = true;
   const canvas = $("attention");
   canvas.width = canvas.height = 0;
   canvas.dataset.state = "empty";
@@ -309,6 +312,7 @@ function pickPart() {
   $("layer").replaceChildren(...Array.from({ length: layers }, (_, i) => option(String(i), i)));
   $("layer").value = String(layers - 1);
   $("head").replaceChildren(option("mean of all", "mean"), ...Array.from({ length: heads }, (_, i) => option(String(i), i)));
+  $("row").replaceChildren(option("every row", ""), ...m.queries.map((q, i) => option(`${i + 1}: ${short(q)}`, i)));
   const room = $("map-row").clientWidth - $("scale").offsetWidth - 150;  // less the query labels, about
   $("zoom").value = String(Math.min(CELL.max, Math.max(CELL.min, Math.floor(room / m.keys.length))));
   draw();
@@ -360,14 +364,42 @@ function draw() {
   canvas.style.height = `${height}px`;
   const ctx = canvas.getContext("2d");
   ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+  const picked = $("row").value === "" ? null : Number($("row").value);
   w.forEach((row, q) => row.forEach((x, k) => {
+    ctx.globalAlpha = picked === null || q === picked ? 1 : FADED;
     ctx.fillStyle = shade(x / vmax);
     ctx.fillRect(k * cell, q * cell, cell, cell);
   }));
+  ctx.globalAlpha = 1;
+  if (picked !== null) {
+    ctx.strokeStyle = "#d9480f";
+    ctx.lineWidth = 2;
+    ctx.strokeRect(1, picked * cell + 1, width - 2, cell - 2);
+  }
+  if (picked !== null) queries[picked].classList.add("picked");
+  readRow(m, w, picked);
+  canvas.dataset.row = picked === null ? "" : String(picked);
   drawScale(vmax, height);
   view = { m, w, cell, q: null, k: null };
   hideTip();
   canvas.dataset.state = "drawn";
+}
+
+function readRow(m, w, q) {  // the picked row's largest weights, in words under the map
+  const out = $("row-readout");
+  out.hidden = q === null;
+  out.textContent = "";
+  if (q === null) return;
+  const top = w[q].map((x, k) => [x, k]).sort((a, b) => b[0] - a[0]).slice(0, 5);
+  out.textContent = `\u201c${m.queries[q]}\u201d (row ${q + 1}) attends most to: ` +
+    top.map(([x, k]) => `\u201c${m.keys[k]}\u201d (column ${k + 1}) ${x.toFixed(3)}`).join(", ");
+}
+
+function pickRow(q) {  // picks out row q, or every row again if q is the row picked already
+  const at = view.q === null ? null : [view.q, view.k];  // the cell pointed at stays pointed at
+  $("row").value = $("row").value === String(q) ? "" : String(q);
+  draw();
+  if (at) point(...at);
 }
 
 function drawScale(vmax, height) {  // the colour bar beside the map: vmax at the top, 0 at the bottom
@@ -424,13 +456,23 @@ canvas.addEventListener("mousemove", (event) => {
   if (q >= 0 && q < view.w.length && k >= 0 && k < view.w[0].length) point(q, k);
   else hideTip();
 });
+canvas.addEventListener("click", (event) => {
+  if (!view) return;
+  const r = canvas.getBoundingClientRect(), q = Math.floor((event.clientY - r.top) / view.cell);
+  if (q >= 0 && q < view.w.length) pickRow(q);
+});
 canvas.addEventListener("mouseleave", hideTip);
 canvas.addEventListener("blur", hideTip);
-canvas.addEventListener("keydown", (event) => {  // the arrow keys walk the cells; Escape hides the tip
+canvas.addEventListener("keydown", (event) => {  // the arrow keys walk the cells; Escape hides the tip; Enter
+  // picks out the row of the cell pointed at
   const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
-  if (!view || !(event.key in moves || event.key === "Escape")) return;
+  if (!view || !(event.key in moves || event.key === "Escape" || event.key === "Enter")) return;
   event.preventDefault();
   if (event.key === "Escape") return hideTip();
+  if (event.key === "Enter") {
+    if (view.q !== null) pickRow(view.q);
+    return;
+  }
   const [dq, dk] = moves[event.key];
   const clamp = (x, n) => Math.min(n - 1, Math.max(0, x));
   point(clamp((view.q ?? 0) + (view.q === null ? 0 : dq), view.w.length),
@@ -447,7 +489,7 @@ function follow() {  // after a scroll, the tip stays beside its cell while that
 $("map-scroll").addEventListener("scroll", follow);
 window.addEventListener("scroll", follow);
 $("part").addEventListener("change", pickPart);
-for (const id of ["layer", "head", "scale-mode", "zoom"]) $(id).addEventListener(id === "zoom" ? "input" : "change", draw);
+for (const id of ["layer", "head", "row", "scale-mode", "zoom"]) $(id).addEventListener(id === "zoom" ? "input" : "change", draw);
 $("go").addEventListener("click", run);
 $("key-form").addEventListener("submit", (event) => {
   event.preventDefault();
