@@ -30,7 +30,9 @@ class GPT(nn.Module):
     def forward(self, ids: Tensor, *, valid: Tensor | None = None, positions: Tensor | None = None,
                 caches: list[LayerCache] | None = None) -> Tensor:
         """ids (B, T); valid (B, S) True at real tokens among all keys so far (None: all real);
-        positions (B, T) (None: counted from each row's first real token, continuing from the cache).
+        positions (B, T) (None: counted from each row's first real token, continuing from the cache; with
+        neither `valid` nor `positions`, one row (1, T) shared by the batch). Without `valid` there is no
+        mask, and causal self-attention takes the fused kernel's own causal path (flash attention on a GPU).
         Returns logits (B, T, V)."""
         offset = 0 if caches is None else caches[0].mixer_state.length
         if positions is None:

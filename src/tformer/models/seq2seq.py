@@ -52,7 +52,7 @@ class EncoderDecoder(nn.Module):
         count from each row's first real token); with `caches`, tgt holds only the new positions offset..
         and earlier keys/values come from the cache.
         Returns logits (B, T, V)."""
-        positions = positions_for(tgt, offset, valid=tgt_valid)  # (B, T), from each row's first real token
+        positions = positions_for(tgt, offset, valid=tgt_valid)  # (B|1, T), from each row's first real token
         x = self.tgt_embed(tgt, positions)  # (B, T, d)
         mask = None if tgt_valid is None else tgt_valid[:, None, None, :]  # (B, 1, 1, T_total)
         memory_mask = src_valid[:, None, None, :]  # (B, 1, 1, S)

@@ -42,12 +42,13 @@ class Stack(nn.Module):
 
 
 def positions_for(ids: Tensor, offset: int = 0, *, valid: Tensor | None = None) -> Tensor:
-    """(B, T) positions of the T newest tokens. Without `valid`: offset..offset+T-1 in every row. With
-    `valid` (B, S), True at the real tokens among all S = offset + T so far: each token's count of real
-    tokens before it, so every row counts from its own first real token and a real token gets the same
-    position however the batch is padded (left, as ragged generation pads, or right)."""
+    """(B|1, T) positions of the T newest tokens. Without `valid`: offset..offset+T-1, one row (1, T) that
+    broadcasts over the batch, so a position table is read (and its gradient summed) T times rather than
+    B T times. With `valid` (B, S), True at the real tokens among all S = offset + T so far: each token's
+    count of real tokens before it, so every row counts from its own first real token and a real token gets
+    the same position however the batch is padded (left, as ragged generation pads, or right)."""
     if valid is None:
-        return torch.arange(offset, offset + ids.shape[1], device=ids.device).expand(ids.shape[0], -1)
+        return torch.arange(offset, offset + ids.shape[1], device=ids.device)[None]  # (1, T)
     if valid.shape[-1] < ids.shape[1]:
         raise ValueError(f"valid covers {valid.shape[-1]} positions but there are {ids.shape[1]} new tokens; "
                          "it must cover every token so far (cached and new)")

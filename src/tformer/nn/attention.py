@@ -64,15 +64,32 @@ class Attention(nn.Module):
         return self.kernel.new_cache(batch=batch, n_kv_heads=self.n_kv_heads, max_len=max_len,
                                      head_dim=self.head_dim, dtype=dtype, device=device)
 
-    def _keys_values(self, x: Tensor, q: Tensor, context: Tensor | None,
-                     positions: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
-        z = x if context is None else context
-        v = self._heads(self.v_proj(z), self.n_kv_heads)  # (B, Hk, S, D)
+    def _project(self, x: Tensor, z: Tensor, *, stacked: bool) -> tuple[Tensor, Tensor | None, Tensor]:
+        """q (B, T, H*D) of x; k (None for shared QK) and v (B, S, Hk*D) of z. `stacked` (self-attention over
+        whole sequences): one matmul with the three weights stacked, where all three are plain nn.Linear (not
+        int8 after `tformer.quant`), as GPT-2's fused c_attn computes them: one product three times as wide
+        runs faster than three, and so does its backward, with the same numbers up to float rounding. The
+        parameters stay three, as the state dict names them; their modules are not called (hooks on them do
+        not run). Not with a cache: stacking copies the weights, a cost decoding would pay at every token."""
+        projs = (self.q_proj, self.k_proj, self.v_proj)
+        if stacked and all(type(p) is nn.Linear for p in projs):
+            weight = torch.cat([p.weight for p in projs])  # (H*D + 2*Hk*D, d)
+            bias = None if self.q_proj.bias is None else torch.cat([p.bias for p in projs])
+            q, k, v = F.linear(x, weight, bias).split([p.out_features for p in projs], dim=-1)
+            return q, k, v
+        return self.q_proj(x), None if self.k_proj is None else self.k_proj(z), self.v_proj(z)
+
+    def _queries_keys_values(self, x: Tensor, context: Tensor | None, positions: Tensor | None, *,
+                             stacked: bool) -> tuple[Tensor, Tensor, Tensor]:
+        """q (B, H, T, D) and k, v (B, Hk, S, D), RoPE applied; `stacked`: see `_project`."""
+        q, k, v = self._project(x, x if context is None else context, stacked=stacked)
+        q = self._heads(q, self.n_heads)  # (B, H, T, D)
+        v = self._heads(v, self.n_kv_heads)  # (B, Hk, S, D)
         if self.rotary is not None:
             q = self.rotary(q, positions)
-        if self.k_proj is None:
+        if k is None:
             return q, F.normalize(q, dim=-1), v  # shared QK: keys are the unit-length queries
-        k = self._heads(self.k_proj(z), self.n_kv_heads)  # (B, Hk, S, D)
+        k = self._heads(k, self.n_kv_heads)  # (B, Hk, S, D)
         if self.rotary is not None:
             k = self.rotary(k, positions)
         return q, k, v
@@ -89,21 +106,21 @@ class Attention(nn.Module):
     ) -> Tensor:
         """x (B, T, d) queries; context (B, S, d) keys/values for cross-attention (None: self);
         mask bool (B|1, 1|H, T|1, S) True = attend, combined with `causal` (queries = the last T keys);
-        positions (B, T) for RoPE; cache: the kernel's state, grown here (self) or a StaticKV filled once
+        positions (B|1, T) for RoPE; cache: the kernel's state, grown here (self) or a StaticKV filled once
         (cross). Returns (B, T, d)."""
         b, t, _ = x.shape
-        q = self._heads(self.q_proj(x), self.n_heads)  # (B, H, T, D)
         kernel = self.kernel
         if self.record_weights:
             if not kernel.exact:
                 raise UserError(f"attention weights can be recorded only for exact attention, not {kernel}")
             kernel = _REFERENCE
-        if isinstance(cache, StaticKV):
-            if cache.k is None:
-                cache.k, cache.v = self._keys_values(x, q, context, positions)[1:]
-            k, v, cache = cache.k, cache.v, None  # (B, Hk, S, D), computed at the first step
+        if isinstance(cache, StaticKV) and cache.k is not None:  # cross-attention after the first step
+            q, k, v, cache = self._heads(self.q_proj(x), self.n_heads), cache.k, cache.v, None
         else:
-            q, k, v = self._keys_values(x, q, context, positions)
+            stacked = context is None and cache is None  # self-attention over whole sequences
+            q, k, v = self._queries_keys_values(x, context, positions, stacked=stacked)
+            if isinstance(cache, StaticKV):  # cross-attention's first step: keys and values kept for the rest
+                cache.k, cache.v, cache = k, v, None
         s = k.shape[2] + (cache.length if cache is not None else 0)
         bias = None
         if self.alibi is not None:

@@ -24,7 +24,7 @@ class Embeddings(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, ids: Tensor, positions: Tensor, segments: Tensor | None = None) -> Tensor:
-        """ids, positions, segments (B, T) -> (B, T, d)."""
+        """ids, segments (B, T), positions (B|1, T) -> (B, T, d)."""
         vocab = self.tokens.num_embeddings
         # data-dependent checks read the ids on the host: they would split a compiled graph and cannot run
         # inside a captured CUDA graph (whose ids are the model's own, from a step checked eagerly before)
@@ -32,7 +32,9 @@ class Embeddings(nn.Module):
         if checked and ids.numel() and (int(ids.max()) >= vocab or int(ids.min()) < 0):
             bad = int(ids.max()) if int(ids.max()) >= vocab else int(ids.min())
             raise UserError(f"token id {bad} is out of range; the vocabulary has ids 0..{vocab - 1}")
-        x = self.tokens(ids) * self.scale  # (B, T, d)
+        x = self.tokens(ids)  # (B, T, d)
+        if self.scale != 1.0:  # GPT and BERT do not scale: no multiply by one, forward or backward
+            x = x * self.scale
         if self.positions is not None:
             if checked and int(positions.max()) >= self.positions.max_len:
                 raise UserError(f"position {int(positions.max())} is beyond the position table "

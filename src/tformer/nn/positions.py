@@ -46,7 +46,7 @@ class SinusoidalPositions(nn.Module):
         self.max_len = max_len
         self.register_buffer("table", sinusoid_table(max_len, d_model, layout=layout), persistent=False)
 
-    def forward(self, positions: Tensor) -> Tensor:  # (B, T) -> (B, T, d)
+    def forward(self, positions: Tensor) -> Tensor:  # (B|1, T) -> (B|1, T, d)
         return self.table[positions]
 
 
@@ -57,7 +57,7 @@ class LearnedPositions(nn.Module):
         self.weight = nn.Parameter(torch.empty(max_len, d_model))
         nn.init.normal_(self.weight, std=0.02)
 
-    def forward(self, positions: Tensor) -> Tensor:  # (B, T) -> (B, T, d)
+    def forward(self, positions: Tensor) -> Tensor:  # (B|1, T) -> (B|1, T, d)
         return self.weight[positions]
 
 
@@ -75,8 +75,8 @@ class Rotary(nn.Module):
         self.register_buffer("cos", angle.cos().float(), persistent=False)
         self.register_buffer("sin", angle.sin().float(), persistent=False)
 
-    def forward(self, x: Tensor, positions: Tensor) -> Tensor:  # x (B, H, T, D), positions (B, T)
-        cos = self.cos[positions][:, None]  # (B, 1, T, D)
+    def forward(self, x: Tensor, positions: Tensor) -> Tensor:  # x (B, H, T, D), positions (B|1, T)
+        cos = self.cos[positions][:, None]  # (B|1, 1, T, D)
         sin = self.sin[positions][:, None]
         half = x.shape[-1] // 2
         rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
