@@ -6,11 +6,9 @@ error."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
 
 from benchmarks import road
@@ -25,13 +23,9 @@ MODELS = {
                                                            "attention": "dot"}},
 }
 
+pytestmark = pytest.mark.usefixtures("one_thread")
 
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+
 
 
 @pytest.fixture(scope="module")

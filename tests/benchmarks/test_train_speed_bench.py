@@ -3,7 +3,6 @@ same weights (equal step-0 losses) at a finite, positive speed, and the machine'
 
 import json
 import math
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,14 +10,6 @@ import torch
 
 from benchmarks import machine, train_speed
 from benchmarks.common import plain
-
-
-@pytest.fixture
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def test_machine_limits_are_positive(one_thread: None) -> None:

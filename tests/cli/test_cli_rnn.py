@@ -6,12 +6,10 @@ map); a plain RNN's map is refused in one line, as are the Transformer-only expo
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import safetensors.torch
-import torch
 import yaml
 
 from tformer.cli import main
@@ -20,15 +18,9 @@ WORDS = "the a house cat dog sees big red".split()
 GERMAN = dict(zip(WORDS, "der ein Haus Katze Hund sieht gross rot".split(), strict=True))
 STEPS = 4
 
+pytestmark = pytest.mark.usefixtures("one_thread")
 
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    """Tiny models on one thread: handing products this small to a second thread costs more than it saves
-    (tens of times more on a busy machine); what they compute does not change."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+
 
 
 def corpus(path: Path, n: int, seed: int) -> None:

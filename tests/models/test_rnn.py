@@ -6,7 +6,6 @@ trip; the Transformer-only exports refuse it in one line."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,15 +23,9 @@ from tformer.training.checkpoint import save_checkpoint
 
 V = 40
 
+pytestmark = pytest.mark.usefixtures("one_thread")
 
-@pytest.fixture(autouse=True)
-def _one_thread() -> Iterator[None]:
-    """Tiny models on one thread: handing products this small to a second thread costs more than it saves
-    (tens of times more on a busy machine); what they compute does not change."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+
 
 
 def tiny(**overrides: object) -> tformer.RNNEncoderDecoder:
