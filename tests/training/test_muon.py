@@ -100,3 +100,28 @@ def test_muon_matrices_skip_a_layer_shaped_like_the_embedding() -> None:
     model = tiny("gpt-tiny", tie_embeddings=False)
     shapes = {tuple(p.shape) for p in muon_matrices(model)}
     assert (50, 16) not in shapes and shapes
+
+
+@pytest.mark.parametrize("rule", ["match_rms_adamw", "original"])
+@pytest.mark.parametrize("nesterov", [True, False])
+def test_batched_muon_steps_exactly_as_torch_muon(rule: str, nesterov: bool) -> None:
+    from tformer.training.muon import BatchedMuon
+
+    torch.manual_seed(0)
+    shapes = [(16, 16)] * 3 + [(16, 48)] * 2 + [(48, 16)] * 2 + [(8, 24)]  # wide, tall, and a shape alone
+    ours = [nn.Parameter(torch.randn(*s) * 0.1) for s in shapes]
+    theirs = [nn.Parameter(p.detach().clone()) for p in ours]
+    start = [p.detach().clone() for p in ours]
+    kw = dict(lr=0.02, weight_decay=0.1, nesterov=nesterov, adjust_lr_fn=rule)
+    batched, reference = BatchedMuon(ours, **kw), torch.optim.Muon(theirs, **kw)
+    for _ in range(3):
+        for p, q in zip(ours, theirs, strict=True):
+            p.grad = torch.randn_like(p)
+            q.grad = p.grad.clone()
+        batched.step()
+        reference.step()
+    assert all(torch.equal(p, q) for p, q in zip(ours, theirs, strict=True))
+    assert not any(torch.allclose(p, s) for p, s in zip(ours, start, strict=True))  # every matrix moved
+    mine, torchs = batched.state_dict(), reference.state_dict()
+    assert all(torch.equal(mine["state"][i]["momentum_buffer"], torchs["state"][i]["momentum_buffer"])
+               for i in range(len(shapes)))

@@ -9,8 +9,9 @@ Adam then rescales per coordinate); "adamw" decouples it, shrinking W by lr * la
 step, so that every weight decays at the same rate.
 
 "muon" (Jordan et al. 2024, https://kellerjordan.github.io/posts/muon/) steps the hidden weight matrices
-(every Linear layer's weight but the output layer's) with `torch.optim.Muon`: momentum, then the update
-matrix orthogonalised by five Newton-Schulz iterations, so that every direction of a matrix moves by the
+(every Linear layer's weight but the output layer's) with `torch.optim.Muon` (its iterations batched over
+matrices of one shape, training/muon.py): momentum, then the update matrix orthogonalised by five
+Newton-Schulz iterations, so that every direction of a matrix moves by the
 same amount; its rate is scaled per matrix to the RMS of an AdamW update (Liu et al. 2025, "Muon is
 scalable"), so one `lr` serves both. Embeddings, the output layer, biases and norm gains, which Muon is not
 meant for, take Adam (betas, eps) at the same rate; weight decay is decoupled for both parts.
@@ -136,8 +137,7 @@ class MuonWithAdam(torch.optim.Optimizer):
 def build_muon(model: nn.Module, config: OptimConfig) -> MuonWithAdam:
     """Muon over `muon_matrices(model)`, Adam over every other trainable parameter (decayed as
     `param_groups` decides), both at base rate `config.lr`."""
-    muon_cls = getattr(torch.optim, "Muon", None)
-    if muon_cls is None:
+    if getattr(torch.optim, "Muon", None) is None:
         raise UserError(f"optim.name=muon needs torch.optim.Muon (torch >= 2.9); this torch is "
                         f"{torch.__version__}: use adam or adamw, or upgrade torch")
     matrices = muon_matrices(model)
@@ -147,7 +147,9 @@ def build_muon(model: nn.Module, config: OptimConfig) -> MuonWithAdam:
     taken = {id(p) for p in matrices}
     rest = [{**g, "params": [p for p in g["params"] if id(p) not in taken]} for g in
             param_groups(model, config.weight_decay)]
-    muon = muon_cls([{"params": matrices}], lr=config.lr, weight_decay=config.weight_decay,
+    from tformer.training.muon import BatchedMuon  # subclasses torch.optim.Muon: import once it exists
+
+    muon = BatchedMuon([{"params": matrices}], lr=config.lr, weight_decay=config.weight_decay,
                     momentum=config.momentum, adjust_lr_fn="match_rms_adamw")
     fused = fused_supported([p for g in rest for p in g["params"]]) or None
     adam = torch.optim.AdamW(rest, lr=config.lr, betas=config.betas, eps=config.eps, fused=fused)

@@ -1,0 +1,77 @@
+"""Muon with its Newton-Schulz iterations batched over matrices of one shape.
+
+`torch.optim.Muon` orthogonalises each matrix on its own: for the demo's 48 small matrices (36 of 160 x 160,
+12 of 160 x 640) that is 48 x 5 x 3 small bfloat16 matmuls a step, launched one by one. Stacking the
+matrices of one shape into a (N, rows, cols) tensor runs the same iterations as one batched matmul per
+product: 44 -> 21 ms a step on 2 CPU cores (docs/demo-recipe.md). Same algorithm, same state (a
+`momentum_buffer` per parameter, so checkpoints of either load into the other), same results up to the
+order of bfloat16 sums.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import torch
+from torch import Tensor
+
+
+def orthogonalise(updates: Tensor, coefficients: tuple[float, float, float], steps: int, eps: float) -> Tensor:
+    """updates (N, A, B) -> about U V^T of each matrix (singular values pushed into ~[0.5, 1.5]), in bfloat16:
+    the quintic Newton-Schulz iteration of Muon, on the wide orientation (A <= B) so the Gram matrix is small."""
+    a, b, c = coefficients
+    tall = updates.size(-2) > updates.size(-1)
+    x = updates.bfloat16()
+    if tall:
+        x = x.mT
+    x = x / x.norm(dim=(-2, -1), keepdim=True).clamp(min=eps)  # spectral norm <= Frobenius norm <= 1
+    for _ in range(steps):
+        gram = x @ x.mT  # (N, A, A)
+        poly = torch.baddbmm(gram, gram, gram, beta=b, alpha=c)  # b G + c G^2
+        x = torch.baddbmm(x, poly, x, beta=a)  # a X + (b G + c G^2) X
+    return x.mT if tall else x
+
+
+def _rate_ratio(rule: str | None, shape: torch.Size) -> float:
+    """torch.optim.Muon's per-matrix rate: "match_rms_adamw" scales to an AdamW update's RMS, 0.2 sqrt(max(A, B))
+    (Liu et al. 2025); "original" (None) is sqrt(max(1, A / B))."""
+    rows, cols = shape[0], shape[1]
+    if rule == "match_rms_adamw":
+        return 0.2 * math.sqrt(max(rows, cols))
+    return math.sqrt(max(1.0, rows / cols))
+
+
+class BatchedMuon(torch.optim.Muon):
+    """torch.optim.Muon whose step orthogonalises all matrices of one shape together."""
+
+    @torch.no_grad()
+    def step(self, closure=None):  # noqa: ANN001, ANN201 (torch's signature)
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            params, grads, buffers = [], [], []
+            self._init_group(group, params, grads, buffers)
+            if not params:
+                continue
+            momentum = group["momentum"]
+            torch._foreach_lerp_(buffers, grads, 1 - momentum)  # B <- mu B + (1 - mu) g
+            updates = torch._foreach_lerp(grads, buffers, momentum) if group["nesterov"] else buffers
+            by_shape: dict[torch.Size, list[int]] = defaultdict(list)
+            for i, p in enumerate(params):
+                by_shape[p.shape].append(i)
+            lr, decay = group["lr"], group["weight_decay"]
+            for shape, idx in by_shape.items():
+                stacked = torch.stack([updates[i] for i in idx])
+                ortho = orthogonalise(stacked, group["ns_coefficients"], group["ns_steps"], group["eps"])
+                rate = lr * _rate_ratio(group["adjust_lr_fn"], shape)
+                chosen = [params[i] for i in idx]
+                if decay:
+                    torch._foreach_mul_(chosen, 1 - lr * decay)
+                torch._foreach_add_(chosen, list(ortho.unbind(0)), alpha=-rate)
+        return loss
+
+
+__all__ = ["BatchedMuon", "orthogonalise"]
