@@ -175,11 +175,13 @@ class DropoutConfig:
 @dataclass(kw_only=True)
 class InitConfig:
     """Xavier-uniform as in the paper's reference code, or normal(0, std) as in GPT-2 / BERT. With
-    `scaled_residual`, the projections that write into the residual stream get std / sqrt(2 L)."""
+    `scaled_residual`, the projections that write into the residual stream get std / sqrt(2 L); with
+    `zero_residual`, they start at zero (every pre-LN block starts as the identity)."""
 
     kind: InitKind = "xavier"
     std: float = 0.02
     scaled_residual: bool = False
+    zero_residual: bool = False
 
     def __post_init__(self) -> None:
         check_literals(self, where="init.")  # kind

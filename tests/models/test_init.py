@@ -86,3 +86,28 @@ def test_each_family_applies_its_initialisation_when_built() -> None:
     assert std(torch.cat([w.flatten() for w in projections])) == pytest.approx(
         math.sqrt(6 / 256) / math.sqrt(3), rel=0.05
     )
+
+
+@pytest.mark.parametrize("kind", ["xavier", "normal"])
+def test_zero_residual_zeroes_only_the_residual_writers(kind: str) -> None:
+    parts = block()
+    init_weights(parts, InitConfig(kind=kind, std=0.05, zero_residual=True), n_layers=LAYERS)
+    for name in ("fc_out", "out_proj", "down_proj"):
+        assert torch.count_nonzero(parts[name].weight) == 0, name
+    assert std(parts["fc_in"].weight) > 0.03 and std(parts["embed"].weight) > 0.03
+    assert_biases_and_norms_reset(parts)
+
+
+def test_a_zero_residual_pre_ln_translator_starts_as_embeddings_to_output() -> None:
+    torch.manual_seed(0)
+    model = build_model(preset("transformer-tiny", dict(
+        vocab_size=50, d_model=32, d_ff=64, n_heads=2, n_layers=2, norm={"placement": "pre"},
+        init={"zero_residual": True}))).eval()
+    src, tgt = torch.randint(3, 50, (2, 7)), torch.randint(3, 50, (2, 5))
+    logits = model(src, tgt)
+    other = model(torch.randint(3, 50, (2, 7)), tgt)  # another source: no path from it to the output yet
+    assert torch.equal(logits, other)
+    logits.sum().backward()
+    writers = [m.weight for n, m in model.named_modules()
+               if n.startswith("decoder") and n.endswith(("out_proj", "fc_out"))]
+    assert len(writers) == 6 and all(w.grad.abs().sum() > 0 for w in writers)  # they learn from the first step
