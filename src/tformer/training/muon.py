@@ -3,9 +3,9 @@
 `torch.optim.Muon` orthogonalises each matrix on its own: for the demo's 48 small matrices (36 of 160 x 160,
 12 of 160 x 640) that is 48 x 5 x 3 small bfloat16 matmuls a step, launched one by one. Stacking the
 matrices of one shape into a (N, rows, cols) tensor runs the same iterations as one batched matmul per
-product: 44 -> 21 ms a step on 2 CPU cores (docs/demo-recipe.md). Same algorithm, same state (a
-`momentum_buffer` per parameter, so checkpoints of either load into the other), same results up to the
-order of bfloat16 sums.
+product: 44 -> 21 ms a step on 2 CPU cores (docs/demo-recipe.md). Same algorithm, arguments and state
+(a `momentum_buffer` per parameter, so checkpoints of either load into the other), the same steps bit for bit
+(tests/training/test_muon.py), and no need for torch >= 2.9.
 """
 
 from __future__ import annotations
@@ -42,8 +42,20 @@ def _rate_ratio(rule: str | None, shape: torch.Size) -> float:
     return math.sqrt(max(1.0, rows / cols))
 
 
-class BatchedMuon(torch.optim.Muon):
-    """torch.optim.Muon whose step orthogonalises all matrices of one shape together."""
+class BatchedMuon(torch.optim.Optimizer):
+    """Muon (Jordan et al. 2024) as `torch.optim.Muon` (torch >= 2.9) defines it, with the same arguments,
+    defaults and state, so that it runs on every torch tformer supports; its step orthogonalises all
+    matrices of one shape together."""
+
+    def __init__(self, params, lr: float = 1e-3, weight_decay: float = 0.1, momentum: float = 0.95,  # noqa: ANN001
+                 nesterov: bool = True, ns_coefficients: tuple[float, float, float] = (3.4445, -4.7750, 2.0315),
+                 eps: float = 1e-7, ns_steps: int = 5, adjust_lr_fn: str | None = None) -> None:
+        defaults = dict(lr=lr, weight_decay=weight_decay, momentum=momentum, nesterov=nesterov,
+                        ns_coefficients=ns_coefficients, eps=eps, ns_steps=ns_steps, adjust_lr_fn=adjust_lr_fn)
+        super().__init__(params, defaults)
+        for group in self.param_groups:
+            if any(p.dim() != 2 for p in group["params"]):
+                raise ValueError("Muon steps 2-D weight matrices only")
 
     @torch.no_grad()
     def step(self, closure=None):  # noqa: ANN001, ANN201 (torch's signature)
@@ -52,10 +64,11 @@ class BatchedMuon(torch.optim.Muon):
             with torch.enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            params, grads, buffers = [], [], []
-            self._init_group(group, params, grads, buffers)
+            params = [p for p in group["params"] if p.grad is not None]
             if not params:
                 continue
+            grads = [p.grad for p in params]
+            buffers = [self.state[p].setdefault("momentum_buffer", torch.zeros_like(p)) for p in params]
             momentum = group["momentum"]
             torch._foreach_lerp_(buffers, grads, 1 - momentum)  # B <- mu B + (1 - mu) g
             updates = torch._foreach_lerp(grads, buffers, momentum) if group["nesterov"] else buffers
@@ -64,7 +77,7 @@ class BatchedMuon(torch.optim.Muon):
                 by_shape[p.shape].append(i)
             lr, decay = group["lr"], group["weight_decay"]
             for shape, idx in by_shape.items():
-                stacked = torch.stack([updates[i] for i in idx])
+                stacked = torch.stack([updates[i] for i in idx])  # (N, A, B)
                 ortho = orthogonalise(stacked, group["ns_coefficients"], group["ns_steps"], group["eps"])
                 rate = lr * _rate_ratio(group["adjust_lr_fn"], shape)
                 chosen = [params[i] for i in idx]

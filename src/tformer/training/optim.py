@@ -9,11 +9,11 @@ Adam then rescales per coordinate); "adamw" decouples it, shrinking W by lr * la
 step, so that every weight decays at the same rate.
 
 "muon" (Jordan et al. 2024, https://kellerjordan.github.io/posts/muon/) steps the hidden weight matrices
-(every Linear layer's weight but the output layer's) with `torch.optim.Muon` (its iterations batched over
-matrices of one shape, training/muon.py): momentum, then the update matrix orthogonalised by five
-Newton-Schulz iterations, so that every direction of a matrix moves by the
-same amount; its rate is scaled per matrix to the RMS of an AdamW update (Liu et al. 2025, "Muon is
-scalable"), so one `lr` serves both. Embeddings, the output layer, biases and norm gains, which Muon is not
+(every Linear layer's weight but the output layer's) as `torch.optim.Muon` defines it, on any torch
+(training/muon.py, which batches the iterations over matrices of one shape): momentum, then the update matrix
+orthogonalised by five Newton-Schulz iterations, so that every direction of a matrix moves by the same amount;
+its rate is scaled per matrix to the RMS of an AdamW update (Liu et al. 2025, "Muon is scalable"), so one
+`lr` serves both. Embeddings, the output layer, biases and norm gains, which Muon is not
 meant for, take Adam (betas, eps) at the same rate; weight decay is decoupled for both parts.
 """
 
@@ -26,6 +26,7 @@ from torch import nn
 
 from tformer.configio import check_finite
 from tformer.errors import UserError
+from tformer.training.muon import BatchedMuon
 
 OPTIMIZERS = ("adam", "adamw", "muon")
 
@@ -137,9 +138,6 @@ class MuonWithAdam(torch.optim.Optimizer):
 def build_muon(model: nn.Module, config: OptimConfig) -> MuonWithAdam:
     """Muon over `muon_matrices(model)`, Adam over every other trainable parameter (decayed as
     `param_groups` decides), both at base rate `config.lr`."""
-    if getattr(torch.optim, "Muon", None) is None:
-        raise UserError(f"optim.name=muon needs torch.optim.Muon (torch >= 2.9); this torch is "
-                        f"{torch.__version__}: use adam or adamw, or upgrade torch")
     matrices = muon_matrices(model)
     if any(type(p.data) is not torch.Tensor for p in matrices):
         raise UserError("optim.name=muon does not step sharded (FSDP) parameters; use adam or adamw with "
@@ -147,8 +145,6 @@ def build_muon(model: nn.Module, config: OptimConfig) -> MuonWithAdam:
     taken = {id(p) for p in matrices}
     rest = [{**g, "params": [p for p in g["params"] if id(p) not in taken]} for g in
             param_groups(model, config.weight_decay)]
-    from tformer.training.muon import BatchedMuon  # subclasses torch.optim.Muon: import once it exists
-
     muon = BatchedMuon([{"params": matrices}], lr=config.lr, weight_decay=config.weight_decay,
                     momentum=config.momentum, adjust_lr_fn="match_rms_adamw")
     fused = fused_supported([p for g in rest for p in g["params"]]) or None
