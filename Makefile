@@ -47,7 +47,7 @@ test-quick: $(STAMP)
 bench: $(STAMP)
 	OMP_NUM_THREADS=2 $(BIN)/python -m benchmarks.bench
 
-# The CPU demo (20 minutes on 2 cores), or on a machine where torch sees a CUDA GPU its GPU recipe (3 minutes).
+# The CPU demo (10 minutes on 2 cores), or on a machine where torch sees a CUDA GPU its GPU recipe (3 minutes).
 DEMO_RECIPE = $(shell $(BIN)/python -c 'import torch; print("demo-gpu" if torch.cuda.is_available() else "demo")')
 
 demo: $(STAMP)
