@@ -68,7 +68,10 @@ class BatchedMuon(torch.optim.Optimizer):
             if not params:
                 continue
             grads = [p.grad for p in params]
-            buffers = [self.state[p].setdefault("momentum_buffer", torch.zeros_like(p)) for p in params]
+            for p in params:
+                if "momentum_buffer" not in self.state[p]:
+                    self.state[p]["momentum_buffer"] = torch.zeros_like(p)
+            buffers = [self.state[p]["momentum_buffer"] for p in params]
             momentum = group["momentum"]
             torch._foreach_lerp_(buffers, grads, 1 - momentum)  # B <- mu B + (1 - mu) g
             updates = torch._foreach_lerp(grads, buffers, momentum) if group["nesterov"] else buffers
