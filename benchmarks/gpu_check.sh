@@ -13,6 +13,8 @@
 #   decode     benchmarks.gpu_decode_check: batch 1 and 8 generation eager / captured / captured + compiled
 #              against transformers' generate (default and static cache); translation captured
 #   demo       `tformer demo demo-gpu` (3-minute budget) and its test BLEU
+#   demo-muon  (not in the default STEPS) the same with the CPU demo's changes of 2026-11-27: Muon at 3e-3 and
+#              zero-initialised residual projections (docs/demo-recipe.md, fourth round), to compare with `demo`
 # Logs and JSON go to $OUT (default: a new temporary folder); STEPS="train demo" runs only those steps.
 set -u
 STEPS=${STEPS:-tests train decode demo}
@@ -49,5 +51,14 @@ timeout 250 python3 -m tformer demo demo-gpu out_dir="$RUNS/demo-gpu" --overwrit
   > "$OUT/demo-gpu.log" 2>&1; echo "rc=$?"
 grep -E "stopped at|BLEU|chrF|degenerate" "$OUT/demo-gpu.log" | tail -5
 cp "$RUNS/demo-gpu/test.json" "$OUT/demo-gpu-test.json" 2>/dev/null
+}
+
+want demo-muon && {
+log "the GPU demo with Muon and zero-initialised residual projections, 3-minute budget"
+timeout 250 python3 -m tformer demo demo-gpu out_dir="$RUNS/demo-gpu-muon" train.optim.name=muon \
+  train.optim.lr=3e-3 model.overrides.init.zero_residual=true --overwrite --no-progress \
+  > "$OUT/demo-gpu-muon.log" 2>&1; echo "rc=$?"
+grep -E "stopped at|BLEU|chrF|degenerate" "$OUT/demo-gpu-muon.log" | tail -5
+cp "$RUNS/demo-gpu-muon/test.json" "$OUT/demo-gpu-muon-test.json" 2>/dev/null
 }
 log done
