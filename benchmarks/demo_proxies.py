@@ -2,7 +2,8 @@
 
     python -m benchmarks.demo_proxies --steps 2000 --out runs/proxies [VARIANT ...]
 
-Each variant is the demo recipe plus overrides (VARIANTS below), trained for a **fixed number of steps** with
+Each variant is the `demo-20` recipe (Adam, the demo before 2026-11-27, which the third and fourth rounds
+compared against) plus overrides (VARIANTS below), trained for a **fixed number of steps** with
 its schedule ending at the last one, so that the machine's load moves the wall clock but not the result;
 runs go two at a time, one thread each (OMP_NUM_THREADS=1, train.threads=1). Each is then scored on all of
 Romans (validation, 433 verses) with the recipe's decoding (beam 4): BLEU, chrF, and the last logged
@@ -21,11 +22,15 @@ import sys
 import time
 from pathlib import Path
 
-# name -> overrides of the demo recipe; a variant with train.average_last also scores out_dir/averaged
+BASE = "demo-20"
+
+# name -> overrides of the BASE recipe; a variant with train.average_last also scores out_dir/averaged
 VARIANTS: dict[str, list[str]] = {
     "base": ["train.average_last=3"],  # also the mean of its last 3 evaluations (the last quarter of the run)
     "muon": ["train.optim.name=muon"],
     "muon-lr1e-3": ["train.optim.name=muon", "train.optim.lr=1e-3"],
+    "zero": ["model.overrides.init.zero_residual=true"],
+    "muon-lr3-zero": ["train.optim.name=muon", "train.optim.lr=3e-3", "model.overrides.init.zero_residual=true"],
     "min0.1": ["train.schedule.min_ratio=0.1"],
     "linear": ["train.schedule.name=linear"],
     "lr3e-3": ["train.optim.lr=3e-3"],
@@ -45,7 +50,7 @@ VARIANTS: dict[str, list[str]] = {
 
 def _train_cmd(name: str, overrides: list[str], steps: int, out: Path, seed: int) -> list[str]:
     eval_every = steps // 8 if any("average_last" in o for o in overrides) else steps // 2
-    return [sys.executable, "-m", "tformer", "train", "demo", f"out_dir={out / name}", f"train.max_steps={steps}",
+    return [sys.executable, "-m", "tformer", "train", BASE, f"out_dir={out / name}", f"train.max_steps={steps}",
             "train.time_budget_min=null", "train.threads=1", "train.tune_threads=false", f"train.seed={seed}",
             f"train.eval_every={eval_every}", "data.bleu_sentences=100", *overrides, "--overwrite", "--no-progress"]
 
