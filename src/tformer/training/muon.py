@@ -67,14 +67,7 @@ class BatchedMuon(torch.optim.Optimizer):
             params = [p for p in group["params"] if p.grad is not None]
             if not params:
                 continue
-            grads = [p.grad for p in params]
-            for p in params:
-                if "momentum_buffer" not in self.state[p]:
-                    self.state[p]["momentum_buffer"] = torch.zeros_like(p)
-            buffers = [self.state[p]["momentum_buffer"] for p in params]
-            momentum = group["momentum"]
-            torch._foreach_lerp_(buffers, grads, 1 - momentum)  # B <- mu B + (1 - mu) g
-            updates = torch._foreach_lerp(grads, buffers, momentum) if group["nesterov"] else buffers
+            updates = self._momentum(params, group["momentum"], nesterov=group["nesterov"])
             by_shape: dict[torch.Size, list[int]] = defaultdict(list)
             for i, p in enumerate(params):
                 by_shape[p.shape].append(i)
@@ -88,6 +81,17 @@ class BatchedMuon(torch.optim.Optimizer):
                     torch._foreach_mul_(chosen, 1 - lr * decay)
                 torch._foreach_add_(chosen, list(ortho.unbind(0)), alpha=-rate)
         return loss
+
+    def _momentum(self, params: list[Tensor], momentum: float, *, nesterov: bool) -> list[Tensor]:
+        """Each matrix's momentum buffer B <- mu B + (1 - mu) g (made at its first step), and the update to
+        orthogonalise: B, or with Nesterov g + mu (B - g)."""
+        for p in params:
+            if "momentum_buffer" not in self.state[p]:
+                self.state[p]["momentum_buffer"] = torch.zeros_like(p)
+        grads = [p.grad for p in params]
+        buffers = [self.state[p]["momentum_buffer"] for p in params]
+        torch._foreach_lerp_(buffers, grads, 1 - momentum)
+        return torch._foreach_lerp(grads, buffers, momentum) if nesterov else buffers
 
 
 __all__ = ["BatchedMuon", "orthogonalise"]

@@ -13,8 +13,8 @@ step, so that every weight decays at the same rate.
 (training/muon.py, which batches the iterations over matrices of one shape): momentum, then the update matrix
 orthogonalised by five Newton-Schulz iterations, so that every direction of a matrix moves by the same amount;
 its rate is scaled per matrix to the RMS of an AdamW update (Liu et al. 2025, "Muon is scalable"), so one
-`lr` serves both. Embeddings, the output layer, biases and norm gains, which Muon is not
-meant for, take Adam (betas, eps) at the same rate; weight decay is decoupled for both parts.
+`lr` serves both. Embeddings, the output layer, biases and norm gains, which Muon is not meant for, take Adam
+(betas, eps) at the same rate; weight decay is decoupled for both parts.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def build_muon(model: nn.Module, config: OptimConfig) -> MuonWithAdam:
     rest = [{**g, "params": [p for p in g["params"] if id(p) not in taken]} for g in
             param_groups(model, config.weight_decay)]
     muon = BatchedMuon([{"params": matrices}], lr=config.lr, weight_decay=config.weight_decay,
-                    momentum=config.momentum, adjust_lr_fn="match_rms_adamw")
+                       momentum=config.momentum, adjust_lr_fn="match_rms_adamw")
     fused = fused_supported([p for g in rest for p in g["params"]]) or None
     adam = torch.optim.AdamW(rest, lr=config.lr, betas=config.betas, eps=config.eps, fused=fused)
     return MuonWithAdam(muon, adam)
