@@ -8,7 +8,8 @@
 #
 # Steps, each bounded by `timeout` so that one failure leaves the others their time:
 #   tests      the GPU paths' tests: precision (bf16, fp16 with its scaler, resume), compile, captured decoding
-#   train      GPT-2 124M (12 x 768, T = 1024) in bf16, compiled: tformer against GPT2LMHeadModel (SDPA) and
+#   train      GPT-2 124M (12 x 768, T = 1024) in bf16, forward and loss compiled together for every contender
+#              (nanoGPT's model returns its loss): tformer against GPT2LMHeadModel (SDPA) and
 #              nanoGPT's model.py, MFU against the bf16 matmul timed in the same run
 #   decode     benchmarks.gpu_decode_check: batch 1 and 8 generation eager / captured / captured + compiled
 #              against transformers' generate (default and static cache); translation captured
@@ -33,9 +34,9 @@ timeout 60 python3 -m pytest -q -p no:cacheprovider -rfE tests/training/test_pre
 want train && {
 log "training speed: GPT-2 124M, bf16, compiled"
 NANO=(); [ -f .gpu/nanoGPT/model.py ] && NANO=(--nanogpt .gpu/nanoGPT)
-timeout 130 python3 -m benchmarks.train_speed --families gpt --layers 12 --d-model 768 --heads 12 --d-ff 3072 \
+timeout 150 python3 -m benchmarks.train_speed --families gpt --layers 12 --d-model 768 --heads 12 --d-ff 3072 \
   --vocab 50304 --batch 8 --seq 1024 --precision bf16 --compile --hf-attention sdpa "${NANO[@]}" \
-  --reps 3 --steps-per-rep 5 --warmup 2 --out "$OUT/train-124m.json" > "$OUT/train-124m.log" 2>&1
+  --reps 7 --steps-per-rep 10 --warmup 2 --out "$OUT/train-124m.json" > "$OUT/train-124m.log" 2>&1
 echo "rc=$?"; tail -8 "$OUT/train-124m.log"
 }
 

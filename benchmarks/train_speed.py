@@ -26,7 +26,8 @@ that the configs are equal.
 
 `--precision` and `--compile` run every contender's step as `tformer train` does with train.precision and
 train.compile (training/precision.py): bf16 or fp16 autocast around forward and loss (fp16 with a
-torch.amp.GradScaler), and the model compiled in place with `nn.Module.compile` (torch.compile's inductor).
+torch.amp.GradScaler), and each contender's forward and loss compiled together with torch.compile (inductor):
+nanoGPT's model returns its own loss, so compiling the loss with every model is like for like.
 On a GPU float32 matmuls use TF32, as in `tformer train`, the fp32 peak included. `first_step_s` is the first
 warm-up step: with --compile it holds the compilation (its cost at the start = first_step_s - the step
 time). `--ours-only` times tformer's model alone, beside a copy run in fp32 and eager ("tformer fp32 eager",
@@ -249,14 +250,14 @@ def train_step(model: nn.Module, loss_fn: Callable[[], Tensor], *, precision: st
     a fused kernel for these parameters, as both `tformer train` (`training.optim.build_optimizer`) and
     Hugging Face's Trainer (optim="adamw_torch_fused", its default from torch 2.8) use it; and which
     implementation that is: fused, foreach or for-loop. Forward and loss under `precision`'s autocast; with
-    `compile`, the model compiled in place (`loss_fn` calls the model, so it calls the compiled one)."""
+    `compile`, `loss_fn` (the model's forward and its loss) compiled as one, as `tformer train` compiles them."""
     from torch.optim.optimizer import _default_to_fused_or_foreach
 
     from tformer.training.optim import fused_supported
 
     model.train()
     if compile:
-        model.compile()
+        loss_fn = torch.compile(loss_fn)
     device = next(model.parameters()).device
     fused = fused_supported(list(model.parameters()))
     optimizer = torch.optim.AdamW(model.parameters(), fused=fused or None)

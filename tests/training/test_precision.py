@@ -2,7 +2,8 @@
 within 5% of fp32 and resumes bitwise; fp16's loss scaler retries an overflow without counting it as a bad
 step, stops a run whose gradient overflows at every scale, and its scale survives a resume (fp16 is refused
 on the CPU, so these tests allow it there); the settings a device cannot run are refused in one line; and
-train.compile gives the eager run's losses, saves keys without `_orig_mod.` and resumes bitwise.
+train.compile gives the eager run's losses, saves keys without `_orig_mod.`, resumes bitwise and compiles the
+loss in one graph with the model.
 
 The compiled test pays torch.compile's C++ build once per machine (inductor caches it under
 /tmp/torchinductor_$USER): 26 s with a cold cache on the 2-core machine, about 4 s after."""
@@ -13,15 +14,17 @@ from pathlib import Path
 import pytest
 import safetensors
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tests.training.test_training_numerics import TinyLM, config, records, train_config
+from tests.training.test_training_numerics import PAD, TinyLM, config, records, train_config
 from tformer.errors import UserError
 from tformer.models.presets import build_model
 from tformer.training import precision
 from tformer.training.checkpoint import load_training_state, read_trainer, save_checkpoint
 from tformer.training.config import TrainConfig
-from tformer.training.loop import fit
+from tformer.training.distributed import World
+from tformer.training.loop import _loss_of, fit
 from tformer.training.precision import Precision, resolve_precision, tf32_matmuls
 
 
@@ -185,16 +188,45 @@ def test_tf32_is_set_on_a_gpu_only_and_restored() -> None:
     assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
 
 
+class PureLM(TinyLM):
+    """TinyLM without its call counter: a loss with no Python side effects, as the real tasks' are."""
+
+    def loss(self, model: nn.Module, batch: Tensor) -> Tensor:
+        logits = model(batch[:, :-1], valid=batch[:, :-1] != PAD)  # (B, T-1, V)
+        return F.cross_entropy(logits.transpose(1, 2), batch[:, 1:], ignore_index=PAD, reduction="sum")
+
+
 def test_compiled_training_matches_eager_saves_plain_keys_and_resumes_bitwise(tmp_path: Path) -> None:
     lengths = [6] * 8  # one shape: one compilation
-    train(tmp_path / "eager", TinyLM(lengths, per_batch=2), max_steps=4, precision="fp32")
-    compiled = train(tmp_path / "whole", TinyLM(lengths, per_batch=2), max_steps=4, precision="fp32", compile=True)
+    train(tmp_path / "eager", PureLM(lengths, per_batch=2), max_steps=4, precision="fp32")
+    compiled = train(tmp_path / "whole", PureLM(lengths, per_batch=2), max_steps=4, precision="fp32", compile=True)
     # the losses, not the weights: Adam scales the rounding noise of a gradient that is ~0 (k_proj's bias:
     # softmax ignores a shift shared by all keys) up to lr-sized steps, different in each
     assert losses(tmp_path / "whole") == pytest.approx(losses(tmp_path / "eager"), rel=1e-5)
     with safetensors.safe_open(tmp_path / "whole" / "last" / "model.safetensors", "pt") as f:
         assert not [k for k in f.keys() if "_orig_mod" in k]
-    train(tmp_path / "cut", TinyLM(lengths, per_batch=2), max_steps=2, precision="fp32", compile=True)
-    resumed = train(tmp_path / "cut", TinyLM(lengths, per_batch=2), resume=True, max_steps=4, precision="fp32",
+    train(tmp_path / "cut", PureLM(lengths, per_batch=2), max_steps=2, precision="fp32", compile=True)
+    resumed = train(tmp_path / "cut", PureLM(lengths, per_batch=2), resume=True, max_steps=4, precision="fp32",
                     compile=True)
     assert same_weights(compiled, resumed)
+
+
+def test_compile_takes_the_loss_into_the_model_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    graphs = []
+
+    def keep(graph: torch.fx.GraphModule, inputs: list[Tensor]) -> object:
+        graphs.append(graph)
+        return graph.forward  # run the captured graph as it is: no inductor
+
+    compile = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: compile(fn, backend=keep, **kw))
+    torch.manual_seed(0)
+    model, task = build_model(config()), PureLM([6] * 4, per_batch=2)
+    batch = task.batches(0)[0]
+    compiled = _loss_of(task, model, True, World())(batch)
+    assert compiled.item() == pytest.approx(task.loss(model, batch).item(), rel=1e-6)
+    assert len(graphs) == 1  # one graph: no break between the model and its loss
+    targets = " ".join(str(node.target) for node in graphs[0].graph.nodes)
+    assert "cross_entropy" in targets and "linear" in targets, targets
+    eager = _loss_of(task, model, False, World())
+    assert eager(batch).item() == pytest.approx(compiled.item(), rel=1e-6) and len(graphs) == 1  # not compiled

@@ -8,7 +8,8 @@ at the end of the step and return (`interrupts.py`); `save_every` bounds what a 
 a non-finite loss or gradient is skipped and reported; `max_bad_steps` in a row stop the run. Under
 torchrun the same loop trains data-parallel (`distributed.py`); only rank 0 writes. `train.precision`
 runs the steps under autocast (bf16, or fp16 with a loss scaler whose overflow retries are not bad steps:
-`precision.py`); `train.compile` runs them through torch.compile; evaluation runs eager, in float32.
+`precision.py`); `train.compile` runs them through torch.compile, the loss with the model; evaluation runs
+eager, in float32.
 
 A task supplies the data and the loss; see `Task`. The settings are `TrainConfig` (`config.py`), the log
 `Logger` (`logger.py`), the run's checkpoints and resuming from them `resume.py`.
@@ -20,6 +21,7 @@ import math
 import signal
 import sys
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,7 +75,8 @@ def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainCon
     it stopped, "max_steps", "time budget" or the signal's name, and `interrupted`: the signal's name if
     SIGINT or SIGTERM stopped it). Writes out_dir/recipe.yaml (the `recipe` dataclass, if given),
     out_dir/metrics.jsonl and the out_dir/last and out_dir/best checkpoints."""
-    run = _start(model, config, train, out_dir=Path(out_dir), tokenizer=tokenizer, resume=resume, recipe=recipe)
+    run = _start(model, config, task, train, out_dir=Path(out_dir), tokenizer=tokenizer, resume=resume,
+                 recipe=recipe)
     run.echo = run.world.is_main and not progress  # no bar to show the metrics: print them, for batch jobs
     data = EpochReader(task, run.state)
     bar = ProgressBar(run.state, max_steps=train.max_steps, budget_min=train.time_budget_min,
@@ -96,7 +99,7 @@ class _Run:
 
     model: nn.Module  # the model trained (under torchrun: wrapped for DDP or FSDP)
     whole: nn.Module  # the model evaluated and saved
-    stepped: nn.Module  # what the steps call: `model`, or with train.compile its torch.compile wrapper
+    loss_of: Callable[[Any], Tensor]  # a micro-batch (on the device) -> the task's loss of `model` on it
     precision: Precision
     world: dist.World
     optimizer: torch.optim.Optimizer
@@ -108,8 +111,8 @@ class _Run:
     echo: bool = False  # print each evaluation's metrics as one line on stdout (the progress bar is off)
 
 
-def _start(model: nn.Module, config: TransformerConfig, train: TrainConfig, *, out_dir: Path, tokenizer: Any,
-           resume: bool, recipe: Any) -> _Run:
+def _start(model: nn.Module, config: TransformerConfig, task: Task, train: TrainConfig, *, out_dir: Path,
+           tokenizer: Any, resume: bool, recipe: Any) -> _Run:
     """Place the model, wrap it under torchrun, build the optimizer and schedule, and on `resume` restore
     them and the loop state from out_dir/last; open the log and write recipe.yaml (rank 0)."""
     keep_freed_memory()  # every step reuses the pages of the step before (see memory.py)
@@ -137,10 +140,23 @@ def _start(model: nn.Module, config: TransformerConfig, train: TrainConfig, *, o
     checkpoints = Checkpoints(out_dir, model=model, whole=whole, optimizer=optimizer, scheduler=scheduler,
                               config=config, tokenizer=tokenizer, train=train, world=world,
                               last_step=state["step"] if resume else None, scaler=precision.scaler)
-    # the wrapper shares `model`'s parameters; `whole` stays eager, so saved keys have no `_orig_mod.`
-    stepped = torch.compile(model) if train.compile else model
-    return _Run(model=model, whole=whole, stepped=stepped, precision=precision, world=world, optimizer=optimizer,
-                scheduler=scheduler, state=state, log=log, checkpoints=checkpoints, out_dir=out_dir)
+    return _Run(model=model, whole=whole, loss_of=_loss_of(task, model, train.compile, world),
+                precision=precision, world=world, optimizer=optimizer, scheduler=scheduler, state=state, log=log,
+                checkpoints=checkpoints, out_dir=out_dir)
+
+
+def _loss_of(task: Task, model: nn.Module, compile: bool, world: dist.World) -> Callable[[Any], Tensor]:
+    """The steps' loss of a micro-batch. With `compile`, one torch.compile of the forward and the loss
+    together, so that the loss's log-softmax over the vocabulary fuses with the output layer instead of
+    materialising (tokens, V) float32 tensors (as nanoGPT, whose model returns its loss); under torchrun the
+    wrapped model alone is compiled, the way torch.compile documents for DDP and FSDP. Either way `model`'s
+    own module is called, and `whole` stays eager, so saved keys have no `_orig_mod.`."""
+    if not compile:
+        return lambda batch: task.loss(model, batch)
+    if world.is_distributed:
+        compiled = torch.compile(model)
+        return lambda batch: task.loss(compiled, batch)
+    return torch.compile(lambda batch: task.loss(model, batch))
 
 
 def _train(run: _Run, task: Task, train: TrainConfig, *, data: EpochReader, bar: ProgressBar,
@@ -165,8 +181,8 @@ def _steps(run: _Run, task: Task, train: TrainConfig, *, data: EpochReader, bar:
         if tuner is not None:
             tuner.before_step()
         step_started, scale = time.perf_counter(), run.precision.scale()
-        mean_loss, total, grad_norm = _step(run.stepped, task, micro, run.optimizer, clip_norm=train.optim.clip_norm,
-                                            world=world, precision=run.precision)
+        mean_loss, total, grad_norm = _step(run.model, task, micro, run.optimizer, clip_norm=train.optim.clip_norm,
+                                            world=world, precision=run.precision, loss_of=run.loss_of)
         if tuner is not None:
             tuner.after_step(total, time.perf_counter() - step_started)
         finite = math.isfinite(mean_loss) and math.isfinite(grad_norm)
@@ -271,14 +287,17 @@ class EpochReader:
 
 
 def _step(model: nn.Module, task: Task, micro: list[Any], optimizer: torch.optim.Optimizer, *,
-          clip_norm: float | None, world: dist.World, precision: Precision | None = None) -> tuple[float, int, float]:
-    """One optimizer step over this rank's micro-batches: each loss (a sum over its tokens) is divided by
-    the token count of the whole step on every rank, so the gradient equals that of one big batch's mean
-    however the tokens are split. (DDP averages the ranks' gradients, hence the factor world.size.)
-    Returns (mean loss, tokens, gradient norm); the optimizer does not step if either is not finite.
+          clip_norm: float | None, world: dist.World, precision: Precision | None = None,
+          loss_of: Callable[[Any], Tensor] | None = None) -> tuple[float, int, float]:
+    """One optimizer step of `model` over this rank's micro-batches: each loss, `loss_of(batch)` (the task's
+    loss of `model`, a sum over its tokens; the run's is compiled with train.compile, see `_loss_of`; default
+    `task.loss(model, batch)`), is divided by the token count of the whole step on every rank, so the gradient
+    equals that of one big batch's mean however the tokens are split. (DDP averages the ranks' gradients,
+    hence the factor world.size.) Returns (mean loss, tokens, gradient norm); the optimizer does not step if either is not finite.
     Forward and loss run under `precision`'s autocast (default: float32); under fp16 the loss is scaled
     before backward and the gradients unscaled before clipping, and the scaler's scale updated."""
     precision = precision or Precision("fp32", device_of(model))
+    loss_of = loss_of or (lambda batch: task.loss(model, batch))
     scaler = precision.scaler  # disabled (a pass-through) unless fp16
     optimizer.zero_grad(set_to_none=True)
     device = device_of(model)
@@ -289,7 +308,7 @@ def _step(model: nn.Module, task: Task, micro: list[Any], optimizer: torch.optim
         last = i == len(micro) - 1
         with nullcontext() if last or not hasattr(model, "no_sync") else model.no_sync():  # all-reduce once
             with precision.autocast():
-                loss = task.loss(model, to_device(batch, device))
+                loss = loss_of(to_device(batch, device))
             scaler.scale(loss / total * world.size).backward()
         loss_sum += loss.item()
     loss_sum = dist.all_reduce([loss_sum], world)[0]
