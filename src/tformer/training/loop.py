@@ -293,9 +293,10 @@ def _step(model: nn.Module, task: Task, micro: list[Any], optimizer: torch.optim
     loss of `model`, a sum over its tokens; the run's is compiled with train.compile, see `_loss_of`; default
     `task.loss(model, batch)`), is divided by the token count of the whole step on every rank, so the gradient
     equals that of one big batch's mean however the tokens are split. (DDP averages the ranks' gradients,
-    hence the factor world.size.) Returns (mean loss, tokens, gradient norm); the optimizer does not step if either is not finite.
-    Forward and loss run under `precision`'s autocast (default: float32); under fp16 the loss is scaled
-    before backward and the gradients unscaled before clipping, and the scaler's scale updated."""
+    hence the factor world.size.) Returns (mean loss, tokens, gradient norm); the optimizer does not step if
+    either is not finite. Forward and loss run under `precision`'s autocast (default: float32); under fp16
+    the loss is scaled before backward and the gradients unscaled before clipping, and the scaler's scale
+    updated."""
     precision = precision or Precision("fp32", device_of(model))
     loss_of = loss_of or (lambda batch: task.loss(model, batch))
     scaler = precision.scaler  # disabled (a pass-through) unless fp16
