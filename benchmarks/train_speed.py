@@ -84,7 +84,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--precision", choices=["fp32", *AUTOCAST_DTYPES], default="fp32",
                    help="autocast dtype of forward and loss (fp16: with a loss scaler)")
-    p.add_argument("--compile", action="store_true", help="torch.compile every model (nn.Module.compile)")
+    p.add_argument("--compile", action="store_true", help="torch.compile each contender's forward and loss as one")
     p.add_argument("--ours-only", action="store_true", help="time tformer's model alone")
     p.add_argument("--hf-attention", nargs="+", choices=["eager", "sdpa"], default=["eager", "sdpa"],
                    help="the GPT2LMHeadModel contenders (each compiles apart under --compile)")

@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 import safetensors
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tests.training.test_training_numerics import PAD, TinyLM, config, records, train_config
+from tests.training.test_training_numerics import TinyLM, config, next_token_loss, records, train_config
 from tformer.errors import UserError
 from tformer.models.presets import build_model
 from tformer.training import precision
@@ -192,8 +191,7 @@ class PureLM(TinyLM):
     """TinyLM without its call counter: a loss with no Python side effects, as the real tasks' are."""
 
     def loss(self, model: nn.Module, batch: Tensor) -> Tensor:
-        logits = model(batch[:, :-1], valid=batch[:, :-1] != PAD)  # (B, T-1, V)
-        return F.cross_entropy(logits.transpose(1, 2), batch[:, 1:], ignore_index=PAD, reduction="sum")
+        return next_token_loss(model, batch)
 
 
 def test_compiled_training_matches_eager_saves_plain_keys_and_resumes_bitwise(tmp_path: Path) -> None:

@@ -43,6 +43,12 @@ def padded(rows: list[list[int]]) -> Tensor:
     return out
 
 
+def next_token_loss(model: nn.Module, batch: Tensor) -> Tensor:
+    """The cross entropy of each next token of padded rows (B, T), summed; padding left out."""
+    logits = model(batch[:, :-1], valid=batch[:, :-1] != PAD)  # (B, T-1, V)
+    return F.cross_entropy(logits.transpose(1, 2), batch[:, 1:], ignore_index=PAD, reduction="sum")
+
+
 class TinyLM:
     """Next-token prediction on fixed random sequences of unequal lengths, padded per micro-batch."""
 
@@ -59,8 +65,7 @@ class TinyLM:
 
     def loss(self, model: nn.Module, batch: Tensor) -> Tensor:
         self.calls += 1
-        logits = model(batch[:, :-1], valid=batch[:, :-1] != PAD)  # (B, T-1, V)
-        loss = F.cross_entropy(logits.transpose(1, 2), batch[:, 1:], ignore_index=PAD, reduction="sum")
+        loss = next_token_loss(model, batch)
         return loss * math.nan if self.calls in self.nan_calls else loss
 
     def evaluate(self, model: nn.Module) -> dict[str, float]:

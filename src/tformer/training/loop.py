@@ -298,7 +298,7 @@ def _step(model: nn.Module, task: Task, micro: list[Any], optimizer: torch.optim
     the loss is scaled before backward and the gradients unscaled before clipping, and the scaler's scale
     updated."""
     precision = precision or Precision("fp32", device_of(model))
-    loss_of = loss_of or (lambda batch: task.loss(model, batch))
+    loss_of = loss_of or _loss_of(task, model, False, world)
     scaler = precision.scaler  # disabled (a pass-through) unless fp16
     optimizer.zero_grad(set_to_none=True)
     device = device_of(model)
