@@ -173,6 +173,7 @@ def nanogpt_model(directory: Path, config: tformer.config.TransformerConfig, gpt
     if spec is None or not (directory / "model.py").is_file():
         raise SystemExit(f"--nanogpt {directory}: no model.py there (git clone https://github.com/karpathy/nanoGPT)")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # torch.compile imports the module of the code it traces by name
     spec.loader.exec_module(module)
     nano = module.GPT(module.GPTConfig(block_size=config.max_len, vocab_size=config.vocab_size,
                                        n_layer=config.n_layers, n_head=config.n_heads, n_embd=config.d_model,
