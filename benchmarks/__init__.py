@@ -53,6 +53,9 @@ where the default is the terminal and the run kept under docs/bench/ was written
                        -> --out DIR (road.md, road.json, road-bleu-by-length.png)
     serve_load         `tformer serve` under concurrent clients, with micro-batching and without
                        -> kept: docs/bench/serve-load.json
+    step_profile       where a translation recipe's training step spends its time: wall, the GPU's busy share,
+                       operators, kernels and host waits a step; collation and evaluation -> the terminal
+                       (--out FILE for JSON; gpu_check.sh runs it on demo-gpu)
     threads            training steps/s against CPU threads, alone and beside busy processes
                        -> docs/bench/threads.json
     torch_transformer  torch.nn.Transformer behind our encoder-decoder interface (train_speed's contender)

@@ -8,17 +8,20 @@
 #
 # Steps, each bounded by `timeout` so that one failure leaves the others their time:
 #   tests      the GPU paths' tests: precision (bf16, fp16 with its scaler, resume), compile, captured decoding
+#   profile    benchmarks.step_profile on demo-gpu, eager then compiled: per step the wall time, the GPU's busy
+#              share, kernels and host waits, and outside the steps collation and one evaluation
 #   train      GPT-2 124M (12 x 768, T = 1024) in bf16, forward and loss compiled together for every contender
 #              (nanoGPT's model returns its loss): tformer against GPT2LMHeadModel (SDPA) and
 #              nanoGPT's model.py, MFU against the bf16 matmul timed in the same run
-#   decode     benchmarks.gpu_decode_check: batch 1 and 8 generation eager / captured / captured + compiled
+#   decode     (not in the default STEPS: its targets were met on 2026-11-27) benchmarks.gpu_decode_check:
+#              batch 1 and 8 generation eager / captured / captured + compiled
 #              against transformers' generate (default and static cache); translation captured
 #   demo       `tformer demo demo-gpu` (3-minute budget) and its test BLEU
 #   demo-muon  (not in the default STEPS) the same with the CPU demo's changes of 2026-11-27: Muon at 3e-3 and
 #              zero-initialised residual projections (docs/demo-recipe.md, fourth round), to compare with `demo`
 # Logs and JSON go to $OUT (default: a new temporary folder); STEPS="train demo" runs only those steps.
 set -u
-STEPS=${STEPS:-tests train decode demo}
+STEPS=${STEPS:-tests profile train demo}
 want() { [[ " $STEPS " == *" $1 "* ]]; }
 OUT=${OUT:-$(mktemp -d)}; RUNS=$(mktemp -d); mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/src:$PWD:$PWD/.gpu/slim"
@@ -29,6 +32,15 @@ want tests && {
 log "tests of the GPU paths"
 timeout 60 python3 -m pytest -q -p no:cacheprovider -rfE tests/training/test_precision.py \
   tests/decoding/test_static_cache.py > "$OUT/pytest.log" 2>&1; echo "rc=$?"; tail -3 "$OUT/pytest.log"
+}
+
+want profile && {
+log "where the GPU demo's step time goes: eager, then compiled"
+timeout 100 python3 -m benchmarks.step_profile demo-gpu --steps 20 --warmup 10 --out "$OUT/step-profile.json" \
+  > "$OUT/step-profile.log" 2>&1; echo "rc=$?"; tail -4 "$OUT/step-profile.log"
+timeout 200 python3 -m benchmarks.step_profile demo-gpu train.compile=true --steps 20 --warmup 10 \
+  --out "$OUT/step-profile-compiled.json" > "$OUT/step-profile-compiled.log" 2>&1; echo "rc=$?"
+tail -4 "$OUT/step-profile-compiled.log"
 }
 
 want train && {

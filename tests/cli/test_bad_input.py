@@ -44,6 +44,21 @@ def test_sequence_longer_than_position_table() -> None:
         model(torch.ones(1, 9, dtype=torch.long))
 
 
+def test_a_negative_id_is_named_in_training_mode_on_the_cpu() -> None:
+    model = tformer.build_model(tformer.preset("gpt-tiny")).train()
+    with pytest.raises(ValueError, match="token id -3 is out of range; the vocabulary has ids 0..999"):
+        model(torch.tensor([[1, -3, 2]]))
+
+
+def test_ids_are_checked_where_it_costs_no_sync() -> None:
+    """On the CPU always; on another device (here `meta`, standing in for a GPU, where a check is a sync)
+    only outside training: evaluation and decoding."""
+    embed = tformer.build_model(tformer.preset("gpt-tiny")).embed
+    cpu, elsewhere = torch.ones(1, 3, dtype=torch.long), torch.ones(1, 3, dtype=torch.long, device="meta")
+    assert embed.train()._checks(cpu) and not embed._checks(elsewhere)
+    assert embed.eval()._checks(cpu) and embed._checks(elsewhere)
+
+
 def test_sequence_longer_than_context_without_a_table() -> None:
     model = tformer.build_model(tformer.preset("llama-tiny", {"max_len": 8}))
     with pytest.raises(ValueError, match="sequence length 9 is longer than the context max_len=8"):

@@ -10,6 +10,7 @@ import json
 import math
 import os
 import signal
+import sys
 
 import pytest
 import torch
@@ -97,6 +98,28 @@ def test_accumulation_over_unequal_micro_batches_equals_one_big_batch() -> None:
         (task.loss(model, batch) / task.n_tokens(batch) / len(micro)).backward()
     naive = grads(model)
     assert max((naive[n] - accumulated[n]).abs().max().item() for n in naive) > 1e-4
+
+
+def test_a_step_reads_the_device_once(monkeypatch) -> None:  # noqa: ANN001
+    """On a GPU each read of a device value makes the host wait for the device: the step reads its loss and
+    gradient norm together, once, however many micro-batches it has."""
+    model = build_model(config())
+    task = TinyLM([3, 17, 5, 9, 2, 12], per_batch=2)
+    reads = []
+    for name in ("item", "tolist", "__float__"):
+        real = getattr(torch.Tensor, name)
+
+        def counted(self, *args, _real=real, _name=name):  # noqa: ANN001, ANN202
+            caller = sys._getframe(1).f_globals.get("__name__")
+            if caller == loop.__name__:
+                reads.append(_name)
+            return _real(self, *args)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss, tokens, norm = _step(model, task, task.batches(0), optimizer, clip_norm=1.0, world=World())
+    assert reads == ["tolist"]
+    assert tokens == 42 and math.isfinite(loss) and loss > 0 and norm > 0
 
 
 def train_config(**overrides) -> TrainConfig:

@@ -25,21 +25,40 @@ class Embeddings(nn.Module):
 
     def forward(self, ids: Tensor, positions: Tensor, segments: Tensor | None = None) -> Tensor:
         """ids, segments (B, T), positions (B|1, T) -> (B, T, d)."""
-        vocab = self.tokens.num_embeddings
-        # data-dependent checks read the ids on the host: they would split a compiled graph and cannot run
-        # inside a captured CUDA graph (whose ids are the model's own, from a step checked eagerly before)
-        checked = not torch.compiler.is_compiling() and not (ids.is_cuda and torch.cuda.is_current_stream_capturing())
-        if checked and ids.numel() and (int(ids.max()) >= vocab or int(ids.min()) < 0):
-            bad = int(ids.max()) if int(ids.max()) >= vocab else int(ids.min())
-            raise UserError(f"token id {bad} is out of range; the vocabulary has ids 0..{vocab - 1}")
+        if self._checks(ids) and ids.numel():
+            self._check_ranges(ids, positions)
         x = self.tokens(ids)  # (B, T, d)
         if self.scale != 1.0:  # GPT and BERT do not scale: no multiply by one, forward or backward
             x = x * self.scale
         if self.positions is not None:
-            if checked and int(positions.max()) >= self.positions.max_len:
-                raise UserError(f"position {int(positions.max())} is beyond the position table "
-                                 f"(max_len={self.positions.max_len})")
             x = x + self.positions(positions)
         if self.segments is not None:
             x = x + self.segments(torch.zeros_like(ids) if segments is None else segments)
         return self.dropout(self.norm(x))
+
+    def _checks(self, ids: Tensor) -> bool:
+        """Whether this call checks its ids and positions, which reads them on the host. On the CPU that is
+        free. On a GPU it is a sync: the host stops launching work until the device has run everything queued
+        (for a decoder, its whole encoder), so a training step checks nothing there (its batches come from
+        the task's tokenizer, in range by construction) and evaluation and decoding do. Never inside a
+        compiled graph (it would split it) or a captured CUDA graph (whose ids are the model's own, from a
+        step checked eagerly before)."""
+        if torch.compiler.is_compiling():
+            return False
+        if ids.device.type == "cpu":
+            return True
+        return not self.training and not (ids.is_cuda and torch.cuda.is_current_stream_capturing())
+
+    def _check_ranges(self, ids: Tensor, positions: Tensor) -> None:
+        """A clear error for an id outside the vocabulary or a position beyond the table (on a GPU, the
+        lookup would fail with a device-side assert that ends the process's use of the device): the
+        extremes read in one transfer."""
+        vocab = self.tokens.num_embeddings
+        low, high = ids.aminmax()
+        extremes = [low, high] if self.positions is None else [low, high, positions.max()]
+        low, high, *top = torch.stack(extremes).tolist()
+        if high >= vocab or low < 0:
+            raise UserError(f"token id {high if high >= vocab else low} is out of range; the vocabulary has ids "
+                             f"0..{vocab - 1}")
+        if top and top[0] >= self.positions.max_len:
+            raise UserError(f"position {top[0]} is beyond the position table (max_len={self.positions.max_len})")

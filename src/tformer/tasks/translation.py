@@ -172,24 +172,28 @@ def train_translation(recipe: TranslationRecipe, *, resume: bool = False, overwr
     """Train (or resume) the recipe's model; returns the loop's final state. `test_split`: the caller scores
     the test split once trained (`tformer demo`), so it is checked with the rest of the data, before the run
     directory exists (`check_test_split`)."""
+    return run_task(recipe, lambda tokenizer: translation_setup(recipe, tokenizer, test_split=test_split),
+                    resume=resume, overwrite=overwrite, progress=progress)
 
-    def setup(tokenizer: BPETokenizer | None) -> Setup:
-        if test_split:
-            check_test_split(recipe.data)
-        if tokenizer is None:  # a joint BPE over both sides of the training split
-            train_pairs = load_split(recipe.data, "train")
-            texts = [s for s, _ in train_pairs] + [t for _, t in train_pairs]
-            tokenizer = BPETokenizer.train(texts, vocab_size=recipe.data.vocab_size)
-        task = TranslationTask(recipe, tokenizer)
-        config = model_config(recipe, tokenizer)
-        if config.max_len < task.longest:  # refused here, before the run directory exists, not at the first step
-            lower = f", or lower data.max_len={recipe.data.max_len} to {config.max_len}" if config.max_len > 1 else ""
-            raise UserError(f"the model's max_len={config.max_len} is shorter than the longest training or "
-                             f"validation pair ({task.longest} positions, <s> included); raise "
-                             f"model.overrides.max_len to {task.longest}{lower}")
-        return Setup(build_model(config), config, task, tokenizer)
 
-    return run_task(recipe, setup, resume=resume, overwrite=overwrite, progress=progress)
+def translation_setup(recipe: TranslationRecipe, tokenizer: BPETokenizer | None, *,
+                      test_split: bool = False) -> Setup:
+    """The model, its config, the task and the tokenizer of a translation recipe: `tokenizer` None trains a
+    joint BPE over both sides of the training split. Every refusal comes here, before anything is trained."""
+    if test_split:
+        check_test_split(recipe.data)
+    if tokenizer is None:
+        train_pairs = load_split(recipe.data, "train")
+        texts = [s for s, _ in train_pairs] + [t for _, t in train_pairs]
+        tokenizer = BPETokenizer.train(texts, vocab_size=recipe.data.vocab_size)
+    task = TranslationTask(recipe, tokenizer)
+    config = model_config(recipe, tokenizer)
+    if config.max_len < task.longest:  # refused here, before the run directory exists, not at the first step
+        lower = f", or lower data.max_len={recipe.data.max_len} to {config.max_len}" if config.max_len > 1 else ""
+        raise UserError(f"the model's max_len={config.max_len} is shorter than the longest training or "
+                         f"validation pair ({task.longest} positions, <s> included); raise "
+                         f"model.overrides.max_len to {task.longest}{lower}")
+    return Setup(build_model(config), config, task, tokenizer)
 
 
 def model_config(recipe: TranslationRecipe, tokenizer: BPETokenizer) -> Seq2SeqConfig | RNNSeq2SeqConfig:

@@ -304,17 +304,19 @@ def _step(model: nn.Module, task: Task, micro: list[Any], optimizer: torch.optim
     device = device_of(model)
     local = sum(task.n_tokens(b) for b in micro)
     total = int(dist.all_reduce([float(local)], world)[0])
-    loss_sum = 0.0
+    losses = []
     for i, batch in enumerate(micro):
         last = i == len(micro) - 1
         with nullcontext() if last or not hasattr(model, "no_sync") else model.no_sync():  # all-reduce once
             with precision.autocast():
                 loss = loss_of(to_device(batch, device))
             scaler.scale(loss / total * world.size).backward()
-        loss_sum += loss.item()
-    loss_sum = dist.all_reduce([loss_sum], world)[0]
+        losses.append(loss.detach().double())
     scaler.unscale_(optimizer)
-    grad_norm = _clip(model, clip_norm)
+    norm = _clip(model, clip_norm)
+    # the host reads the device once a step, here: on a GPU each read waits for everything queued before it
+    loss_sum, grad_norm = torch.stack([sum(losses), norm.to(losses[0].device, torch.float64)]).tolist()
+    loss_sum = dist.all_reduce([loss_sum], world)[0]
     if math.isfinite(loss_sum) and math.isfinite(grad_norm):
         scaler.step(optimizer)
     scaler.update()  # an overflow (non-finite gradient) halves the scale
@@ -372,10 +374,11 @@ def _evaluate(model: nn.Module, task: Task, train: TrainConfig, state: dict, log
     checkpoints.save("last", state)
 
 
-def _clip(model: nn.Module, clip_norm: float | None) -> float:
-    """Clip the global gradient norm to `clip_norm` (None: only measure it); returns the norm before."""
+def _clip(model: nn.Module, clip_norm: float | None) -> Tensor:
+    """Clip the global gradient norm to `clip_norm` (None: only measure it); returns the norm before, a ()
+    tensor on the gradients' device (read by the caller with the loss, in one transfer)."""
     params = [p for p in model.parameters() if p.grad is not None]
     if not params:
-        return 0.0
+        return torch.zeros(())
     norm = torch.nn.utils.clip_grad_norm_(params, clip_norm if clip_norm is not None else math.inf)
-    return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+    return norm.full_tensor() if hasattr(norm, "full_tensor") else norm

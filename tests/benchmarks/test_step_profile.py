@@ -1,0 +1,42 @@
+"""benchmarks.step_profile: it runs the loop's own step on a translation recipe and reports where the time
+goes; on the CPU it leaves the device's figures out rather than inventing them."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.step_profile import main
+
+WORDS = ["the", "house", "is", "small", "a", "dog", "runs", "far", "big", "cat"]
+WORTE = ["das", "haus", "ist", "klein", "ein", "hund", "rennt", "weit", "gross", "katze"]
+
+
+def corpus(path: Path, n: int) -> str:
+    lines = []
+    for i in range(n):
+        picks = [(i * 7 + j * 3) % len(WORDS) for j in range(3 + i % 5)]
+        lines.append(" ".join(WORDS[k] for k in picks) + "\t" + " ".join(WORTE[k] for k in picks))
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_it_profiles_the_steps_of_a_tiny_recipe(tmp_path: Path) -> None:
+    train, valid = corpus(tmp_path / "train.tsv", 80), corpus(tmp_path / "valid.tsv", 8)
+    overrides = ["data.corpus=files", f"data.train={train}", f"data.valid={valid}", "data.vocab_size=300",
+                 "data.max_tokens=120", "data.bleu_sentences=4", "model.overrides.d_model=16",
+                 "model.overrides.d_ff=32", "model.overrides.n_heads=2", "model.overrides.n_layers=1",
+                 "train.device=cpu", "train.precision=fp32"]
+    out = tmp_path / "profile.json"
+    result = main(["demo-gpu", *overrides, "--steps", "2", "--warmup", "1", "--out", str(out)])
+    assert json.loads(out.read_text()) == json.loads(json.dumps(result))
+    assert result["device"] == "cpu" and result["device_busy"] is None and "kernels_per_step" not in result
+    assert len(result["steps_s"]) == 2 and result["step_s"] > 0 and 0 < result["tokens_per_step"] <= 120
+    assert result["ops_per_step"] > 50  # a forward, a backward and an optimizer step of dispatched operators
+    assert result["batches_per_epoch"] >= 80 * 3 // 120 and result["eval_s"] > 0
+    assert set(result["eval_metrics"]) == {"valid_loss", "valid_ppl", "bleu", "chrf"}
+
+
+def test_it_takes_translation_recipes_only() -> None:
+    with pytest.raises(SystemExit, match="step_profile takes translation recipes"):
+        main(["gpt-bible", "--steps", "1"])
