@@ -85,10 +85,10 @@ def measure(args: argparse.Namespace) -> dict:
     world = dist.launched_world()
     precision = Precision(train.precision, device)
     optimizer = build_optimizer(model, train.optim)
-    loss_of = _loss_of(task, model, train.compile, world)
     started = time.perf_counter()
     batches = task.batches(0)
     collate_s = time.perf_counter() - started
+    loss_of = _loss_of(task, model, train.compile, world, batches=batches)
     model.train()
 
     def step(i: int) -> int:

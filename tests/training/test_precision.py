@@ -23,7 +23,7 @@ from tformer.training import precision
 from tformer.training.checkpoint import load_training_state, read_trainer, save_checkpoint
 from tformer.training.config import TrainConfig
 from tformer.training.distributed import World
-from tformer.training.loop import _loss_of, fit
+from tformer.training.loop import _loss_of, fit, varying_dims
 from tformer.training.precision import Precision, resolve_precision, tf32_matmuls
 
 
@@ -228,3 +228,26 @@ def test_compile_takes_the_loss_into_the_model_graph(monkeypatch: pytest.MonkeyP
     assert "cross_entropy" in targets and "linear" in targets, targets
     eager = _loss_of(task, model, False, World())
     assert eager(batch).item() == pytest.approx(compiled.item(), rel=1e-6) and len(graphs) == 1  # not compiled
+
+
+def test_batches_of_many_shapes_compile_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Translation batches differ in size and length: the dims that differ over the epoch are dynamic from
+    the first step, so one compilation serves them all (torch alone would compile twice)."""
+    graphs = []
+
+    def keep(graph: torch.fx.GraphModule, inputs: list[Tensor]) -> object:
+        graphs.append(graph)
+        return graph.forward
+
+    compile = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: compile(fn, backend=keep, **kw))
+    torch.manual_seed(0)
+    model, task = build_model(config()), PureLM([3, 9, 5, 12, 7, 4, 10, 6], per_batch=2)
+    batches = task.batches(0)
+    assert len({b.shape for b in batches}) == 4 and varying_dims(batches) == [[1]]  # (2, T): T varies
+    loss = _loss_of(task, model, True, World(), batches=batches)
+    for batch in batches:
+        assert loss(batch).item() == pytest.approx(task.loss(model, batch).item(), rel=1e-5)
+    assert len(graphs) == 1
+    same = PureLM([6] * 4, per_batch=2).batches(0)
+    assert varying_dims(same) == [[]] and varying_dims([]) == []

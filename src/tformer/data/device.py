@@ -37,6 +37,20 @@ def to_device(obj: T, device: torch.device | str) -> T:
     return obj
 
 
+def tensors_in(obj: object) -> list[torch.Tensor]:
+    """Every tensor in a batch, in a fixed order (that of `to_device`'s walk): the same positions for every
+    batch of one task."""
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return [t for f in dataclasses.fields(obj) if f.init for t in tensors_in(getattr(obj, f.name))]
+    if isinstance(obj, list | tuple):  # NamedTuples included
+        return [t for x in obj for t in tensors_in(x)]
+    if isinstance(obj, dict):
+        return [t for v in obj.values() for t in tensors_in(v)]
+    return []
+
+
 def device_of(model: nn.Module) -> torch.device:
     """Where the model's parameters are (the CPU for a model without any)."""
     param = next(model.parameters(), None)

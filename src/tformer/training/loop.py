@@ -33,7 +33,7 @@ from tqdm import tqdm
 
 from tformer.config import TransformerConfig
 from tformer.configio import dump_yaml, to_dict
-from tformer.data.device import device_of, resolve_device, to_device
+from tformer.data.device import device_of, resolve_device, tensors_in, to_device
 from tformer.errors import UserError
 from tformer.files import write_atomic
 from tformer.training import distributed as dist
@@ -78,12 +78,11 @@ def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainCon
     run = _start(model, config, task, train, out_dir=Path(out_dir), tokenizer=tokenizer, resume=resume,
                  recipe=recipe)
     run.echo = run.world.is_main and not progress  # no bar to show the metrics: print them, for batch jobs
-    data = EpochReader(task, run.state)
     bar = ProgressBar(run.state, max_steps=train.max_steps, budget_min=train.time_budget_min,
                       enabled=progress and run.world.is_main)
     run.model.train()
     with Interrupts() as stop:
-        _train(run, task, train, data=data, bar=bar, stop=stop)
+        _train(run, task, train, data=run.data, bar=bar, stop=stop)
     run.state.setdefault("stopped", "max_steps")  # resumed at or past max_steps: nothing was left to do
     bar.close()
     if run.log is not None:
@@ -100,6 +99,7 @@ class _Run:
     model: nn.Module  # the model trained (under torchrun: wrapped for DDP or FSDP)
     whole: nn.Module  # the model evaluated and saved
     loss_of: Callable[[Any], Tensor]  # a micro-batch (on the device) -> the task's loss of `model` on it
+    data: EpochReader  # the run's place in the data order (in `state`)
     precision: Precision
     world: dist.World
     optimizer: torch.optim.Optimizer
@@ -140,23 +140,51 @@ def _start(model: nn.Module, config: TransformerConfig, task: Task, train: Train
     checkpoints = Checkpoints(out_dir, model=model, whole=whole, optimizer=optimizer, scheduler=scheduler,
                               config=config, tokenizer=tokenizer, train=train, world=world,
                               last_step=state["step"] if resume else None, scaler=precision.scaler)
-    return _Run(model=model, whole=whole, loss_of=_loss_of(task, model, train.compile, world),
-                precision=precision, world=world, optimizer=optimizer, scheduler=scheduler, state=state, log=log,
-                checkpoints=checkpoints, out_dir=out_dir)
+    data = EpochReader(task, state)
+    return _Run(model=model, whole=whole, loss_of=_loss_of(task, model, train.compile, world, batches=data.batches),
+                data=data, precision=precision, world=world, optimizer=optimizer, scheduler=scheduler, state=state,
+                log=log, checkpoints=checkpoints, out_dir=out_dir)
 
 
-def _loss_of(task: Task, model: nn.Module, compile: bool, world: dist.World) -> Callable[[Any], Tensor]:
+def _loss_of(task: Task, model: nn.Module, compile: bool, world: dist.World, *,
+             batches: list[Any] = ()) -> Callable[[Any], Tensor]:
     """The steps' loss of a micro-batch. With `compile`, one torch.compile of the forward and the loss
     together, so that the loss's log-softmax over the vocabulary fuses with the output layer instead of
     materialising (tokens, V) float32 tensors (as nanoGPT, whose model returns its loss); under torchrun the
     wrapped model alone is compiled, the way torch.compile documents for DDP and FSDP. Either way `model`'s
-    own module is called, and `whole` stays eager, so saved keys have no `_orig_mod.`."""
+    own module is called, and `whole` stays eager, so saved keys have no `_orig_mod.`.
+
+    Compiled once: the dims that differ between `batches` (an epoch's; for translation, the batch size and
+    the lengths) are marked dynamic from the first step, where torch would compile for the first shape and
+    again, dynamic, at the second (each compilation a minute of a GPU's budget). Tasks whose batches all
+    have one shape keep static shapes."""
     if not compile:
         return lambda batch: task.loss(model, batch)
     if world.is_distributed:
         compiled = torch.compile(model)
         return lambda batch: task.loss(compiled, batch)
-    return torch.compile(lambda batch: task.loss(model, batch))
+    compiled = torch.compile(lambda batch: task.loss(model, batch))
+    dynamic = varying_dims(batches)
+    if not any(dynamic):
+        return compiled
+
+    def loss(batch: Any) -> Tensor:
+        for tensor, dims in zip(tensors_in(batch), dynamic, strict=False):
+            for dim in dims:
+                torch._dynamo.maybe_mark_dynamic(tensor, dim)  # no error where a size must stay static
+        return compiled(batch)
+
+    return loss
+
+
+def varying_dims(batches: list[Any]) -> list[list[int]]:
+    """For each tensor of a batch (`tensors_in` order), the dims whose size is not the same in all `batches`."""
+    shapes = [[t.shape for t in tensors_in(b)] for b in batches]
+    if not shapes:
+        return []
+    return [[d for d in range(len(shape)) if any(len(other) > i and other[i][d:d + 1] != shape[d:d + 1]
+                                                 for other in shapes)]
+            for i, shape in enumerate(shapes[0])]
 
 
 def _train(run: _Run, task: Task, train: TrainConfig, *, data: EpochReader, bar: ProgressBar,
