@@ -7,7 +7,8 @@
 #   there:       OUT=/some/dir bash benchmarks/gpu_check.sh                   (carry .gpu)
 #
 # Steps, each bounded by `timeout` so that one failure leaves the others their time:
-#   tests      the GPU paths' tests: precision (bf16, fp16 with its scaler, resume), compile, captured decoding
+#   tests      the GPU paths' tests: precision (bf16, fp16 with its scaler, resume), compile, captured decoding,
+#              bad ids named on the GPU, the loop's numerics
 #   profile    benchmarks.step_profile on demo-gpu, eager then compiled: per step the wall time, the GPU's busy
 #              share, kernels and host waits, and outside the steps collation and one evaluation
 #   train      GPT-2 124M (12 x 768, T = 1024) in bf16, forward and loss compiled together for every contender
@@ -31,7 +32,8 @@ log env; nvidia-smi -L; python3 -c "import torch; print(torch.__version__, torch
 want tests && {
 log "tests of the GPU paths"
 timeout 60 python3 -m pytest -q -p no:cacheprovider -rfE tests/training/test_precision.py \
-  tests/decoding/test_static_cache.py > "$OUT/pytest.log" 2>&1; echo "rc=$?"; tail -3 "$OUT/pytest.log"
+  tests/decoding/test_static_cache.py tests/cli/test_bad_input.py tests/models/test_host_reads.py \
+  tests/training/test_training_numerics.py > "$OUT/pytest.log" 2>&1; echo "rc=$?"; tail -3 "$OUT/pytest.log"
 }
 
 want profile && {

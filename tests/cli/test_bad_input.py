@@ -50,6 +50,18 @@ def test_a_negative_id_is_named_in_training_mode_on_the_cpu() -> None:
         model(torch.tensor([[1, -3, 2]]))
 
 
+def test_bad_ids_and_positions_are_named_on_every_device_here() -> None:
+    """On the CPU, and on a GPU where there is one (benchmarks/gpu_check.sh runs this file there): the extremes
+    are read in one transfer, and evaluation names the bad value rather than failing in the lookup."""
+    for device in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
+        model = tformer.build_model(tformer.preset("gpt-tiny", {"max_len": 8})).to(device).eval()
+        with pytest.raises(ValueError, match="token id 1000 is out of range; the vocabulary has ids 0..999"):
+            model(torch.tensor([[1, 2, 1000]], device=device))
+        with pytest.raises(ValueError, match="position 8 is beyond the position table"):
+            model(torch.ones(1, 9, dtype=torch.long, device=device))
+        assert model(torch.tensor([[1, 999]], device=device)).shape == (1, 2, 1000)
+
+
 def test_ids_are_checked_where_it_costs_no_sync() -> None:
     """On the CPU always; on another device (here `meta`, standing in for a GPU, where a check is a sync)
     only outside training: evaluation and decoding."""

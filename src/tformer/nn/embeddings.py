@@ -45,7 +45,7 @@ class Embeddings(nn.Module):
         step checked eagerly before)."""
         if torch.compiler.is_compiling():
             return False
-        if ids.device.type == "cpu":
+        if ids.is_cpu:
             return True
         return not self.training and not (ids.is_cuda and torch.cuda.is_current_stream_capturing())
 
@@ -53,12 +53,15 @@ class Embeddings(nn.Module):
         """A clear error for an id outside the vocabulary or a position beyond the table (on a GPU, the
         lookup would fail with a device-side assert that ends the process's use of the device): the
         extremes read in one transfer."""
-        vocab = self.tokens.num_embeddings
-        low, high = ids.aminmax()
-        extremes = [low, high] if self.positions is None else [low, high, positions.max()]
-        low, high, *top = torch.stack(extremes).tolist()
+        vocab, table = self.tokens.num_embeddings, self.positions
+        if ids.is_cpu:
+            low, high, top = int(ids.min()), int(ids.max()), None if table is None else int(positions.max())
+        else:  # one transfer, not one a value: each waits for the device
+            extremes = [ids.min(), ids.max()] + ([] if table is None else [positions.max()])
+            low, high, *rest = torch.stack(extremes).tolist()
+            top = rest[0] if rest else None
         if high >= vocab or low < 0:
             raise UserError(f"token id {high if high >= vocab else low} is out of range; the vocabulary has ids "
                              f"0..{vocab - 1}")
-        if top and top[0] >= self.positions.max_len:
-            raise UserError(f"position {top[0]} is beyond the position table (max_len={self.positions.max_len})")
+        if top is not None and top >= table.max_len:
+            raise UserError(f"position {top} is beyond the position table (max_len={table.max_len})")
