@@ -20,7 +20,8 @@
 #   demo       `tformer demo demo-gpu` (3-minute budget) and its test BLEU
 #   demo-muon  (not in the default STEPS) the same with the CPU demo's changes of 2026-11-27: Muon at 3e-3 and
 #              zero-initialised residual projections (docs/demo-recipe.md, fourth round), to compare with `demo`
-# Logs and JSON go to $OUT (default: a new temporary folder); STEPS="train demo" runs only those steps.
+# Logs and JSON go to $OUT (default: a new temporary folder); STEPS="train demo" runs only those steps;
+# DEMO_OVERRIDES="key=value ..." changes the recipe of the `demo` step (e.g. train.compile=true).
 set -u
 STEPS=${STEPS:-tests profile train demo}
 want() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -62,7 +63,7 @@ echo "rc=$?"; tail -14 "$OUT/gpu-decode.log"
 
 want demo && {
 log "the GPU demo, 3-minute budget"
-timeout 250 python3 -m tformer demo demo-gpu out_dir="$RUNS/demo-gpu" --overwrite --no-progress \
+timeout 250 python3 -m tformer demo demo-gpu out_dir="$RUNS/demo-gpu" ${DEMO_OVERRIDES:-} --overwrite --no-progress \
   > "$OUT/demo-gpu.log" 2>&1; echo "rc=$?"
 grep -E "stopped at|BLEU|chrF|degenerate" "$OUT/demo-gpu.log" | tail -5
 cp "$RUNS/demo-gpu/test.json" "$OUT/demo-gpu-test.json" 2>/dev/null
