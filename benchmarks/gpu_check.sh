@@ -9,8 +9,10 @@
 # Steps, each bounded by `timeout` so that one failure leaves the others their time:
 #   tests      the GPU paths' tests: precision (bf16, fp16 with its scaler, resume), compile, captured decoding,
 #              bad ids named on the GPU, the loop's numerics
-#   profile    benchmarks.step_profile on demo-gpu, eager then compiled: per step the wall time, the GPU's busy
-#              share, kernels and host waits, and outside the steps collation and one evaluation
+#   profile    benchmarks.step_profile on demo-gpu's first (growing) batches: per step the wall time, the GPU's
+#              busy share, kernels, host waits and cudaMallocs, and outside the steps collation and one
+#              evaluation; again with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+#   profile-compiled  (not in the default STEPS) the same with train.compile=true
 #   train      GPT-2 124M (12 x 768, T = 1024) in bf16, forward and loss compiled together for every contender
 #              (nanoGPT's model returns its loss): tformer against GPT2LMHeadModel (SDPA) and
 #              nanoGPT's model.py, MFU against the bf16 matmul timed in the same run
@@ -38,10 +40,17 @@ timeout 60 python3 -m pytest -q -p no:cacheprovider -rfE tests/training/test_pre
 }
 
 want profile && {
-log "where the GPU demo's step time goes: eager, then compiled"
-timeout 100 python3 -m benchmarks.step_profile demo-gpu --steps 20 --warmup 10 --out "$OUT/step-profile.json" \
+log "where the GPU demo's step time goes: eager, then with expandable allocator segments"
+timeout 90 python3 -m benchmarks.step_profile demo-gpu --steps 20 --warmup 10 --out "$OUT/step-profile.json" \
   > "$OUT/step-profile.log" 2>&1; echo "rc=$?"; tail -4 "$OUT/step-profile.log"
-timeout 200 python3 -m benchmarks.step_profile demo-gpu train.compile=true --steps 20 --warmup 10 \
+PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True timeout 90 python3 -m benchmarks.step_profile demo-gpu \
+  --steps 20 --warmup 10 --out "$OUT/step-profile-expandable.json" > "$OUT/step-profile-expandable.log" 2>&1
+echo "rc=$?"; tail -4 "$OUT/step-profile-expandable.log"
+}
+
+want profile-compiled && {
+log "the GPU demo's step compiled (the warm-up holds the compilation)"
+timeout 240 python3 -m benchmarks.step_profile demo-gpu train.compile=true --steps 20 --warmup 10 \
   --out "$OUT/step-profile-compiled.json" > "$OUT/step-profile-compiled.log" 2>&1; echo "rc=$?"
 tail -4 "$OUT/step-profile-compiled.log"
 }

@@ -6,16 +6,18 @@ and outside the steps, collating one epoch of batches and one evaluation (valid 
     python -m benchmarks.step_profile demo-gpu [key=value ...] [--steps 20] [--warmup 5] [--out FILE]
 
 It runs the loop's own step (`training.loop._step`, with the recipe's precision, compile setting, optimizer
-and clipping) on the recipe's first batches, in the recipe's data order. A step whose device is busy for a
-small share of its wall time is bound by the host (Python and kernel launches): fewer, larger kernels
-(train.compile, larger batches or widths) pay there, and a faster GPU does not. benchmarks/gpu_check.sh
-runs it on the GPU demo's recipe; on the CPU the device time is not separate from the host's and is left out.
+and clipping) on the recipe's first batches, in the recipe's data order (with a length curriculum, growing).
+A step whose device is busy for a small share of its wall time is bound by the host (Python and kernel
+launches): fewer, larger kernels (train.compile, larger batches or widths) pay there, and a faster GPU does
+not. benchmarks/gpu_check.sh runs it on the GPU demo's recipe; on the CPU the device time is not separate
+from the host's and is left out.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -35,6 +37,10 @@ from tformer.training.precision import Precision, tf32_matmuls
 # the CUDA runtime calls at which the host waits for the device: .item(), float(t), t.tolist() and copies from
 # pageable memory each make one
 SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
+# the caching allocator asking the driver for memory: slow, and the device idles meanwhile; steps whose
+# shapes keep growing (a length curriculum) make it ask again and again (PYTORCH_CUDA_ALLOC_CONF's
+# expandable_segments:True is torch's remedy)
+ALLOCS = ("cudaMalloc", "cuMemCreate", "cuMemMap")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -67,6 +73,7 @@ def profile_counts(prof: torch.profiler.profile, steps: int, on_gpu: bool) -> di
         syncs = [e for e in events if e.device_type == DeviceType.CPU and e.name in SYNCS]
         out["kernels_per_step"] = len(kernels) / steps
         out["syncs_per_step"] = len(syncs) / steps
+        out["allocs_per_step"] = sum(e.name in ALLOCS for e in events if e.device_type == DeviceType.CPU) / steps
         out["device_busy_s"] = sum(e.time_range.elapsed_us() for e in kernels) / 1e6 / steps
     return out
 
@@ -124,6 +131,7 @@ def measure(args: argparse.Namespace) -> dict:
     counts = profile_counts(prof, args.steps, on_gpu)
     busy = counts.get("device_busy_s")
     return dict(recipe=str(args.recipe), overrides=args.overrides, device=str(device),
+                alloc_conf=os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
                 device_name=torch.cuda.get_device_name(device) if on_gpu else "cpu", torch=torch.__version__,
                 precision=precision.name, compile=train.compile, parameters=sum(p.numel() for p in model.parameters()),
                 steps=args.steps, step_s=wall, steps_s=walls, tokens_per_step=statistics.median(tokens),
@@ -143,7 +151,8 @@ def report(r: dict) -> str:
         f"step: {1000 * r['step_s']:.1f} ms wall (median of {r['steps']}), {r['tokens_per_step']:.0f} target "
         f"tokens, {r['tokens_per_s']:,.0f} tokens/s{busy}",
         f"host: {r['ops_per_step']:.0f} operators a step"
-        + ("" if r["device_busy"] is None else f", waits for the device {r['syncs_per_step']:.0f} times a step"),
+        + ("" if r["device_busy"] is None else f", waits for the device {r['syncs_per_step']:.0f} times a step, "
+                                               f"asks the driver for memory {r['allocs_per_step']:.1f} times"),
         f"outside the steps: first {r['warmup_steps']} steps {r['warmup_s']:.1f} s; collating an epoch "
         f"({r['batches_per_epoch']} batches) {r['collate_epoch_s']:.2f} s; one evaluation {r['eval_s']:.1f} s; "
         f"setup (tokenizer, data, model) {r['setup_s']:.1f} s",
