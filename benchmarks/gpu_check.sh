@@ -41,9 +41,9 @@ timeout 60 python3 -m pytest -q -p no:cacheprovider -rfE tests/training/test_pre
 
 want profile && {
 log "where the GPU demo's step time goes: eager, then with expandable allocator segments"
-timeout 90 python3 -m benchmarks.step_profile demo-gpu --steps 20 --warmup 10 --out "$OUT/step-profile.json" \
+timeout 75 python3 -m benchmarks.step_profile demo-gpu --steps 20 --warmup 10 --out "$OUT/step-profile.json" \
   > "$OUT/step-profile.log" 2>&1; echo "rc=$?"; tail -4 "$OUT/step-profile.log"
-PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True timeout 90 python3 -m benchmarks.step_profile demo-gpu \
+PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True timeout 75 python3 -m benchmarks.step_profile demo-gpu \
   --steps 20 --warmup 10 --out "$OUT/step-profile-expandable.json" > "$OUT/step-profile-expandable.log" 2>&1
 echo "rc=$?"; tail -4 "$OUT/step-profile-expandable.log"
 }
