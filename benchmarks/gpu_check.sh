@@ -34,7 +34,7 @@ log env; nvidia-smi -L; python3 -c "import torch; print(torch.__version__, torch
 
 want tests && {
 log "tests of the GPU paths"
-timeout 60 python3 -m pytest -q -p no:cacheprovider -rfE tests/training/test_precision.py \
+timeout 80 python3 -m pytest -q -p no:cacheprovider -rfE tests/training/test_precision.py \
   tests/decoding/test_static_cache.py tests/cli/test_bad_input.py tests/models/test_host_reads.py \
   tests/training/test_training_numerics.py > "$OUT/pytest.log" 2>&1; echo "rc=$?"; tail -3 "$OUT/pytest.log"
 }
