@@ -11,6 +11,7 @@ import yaml
 
 import tformer
 from tformer.cli import main
+from tformer.decoding.captured import DecodeGraphs
 from tformer.decoding.layout import DecodingLayout
 from tformer.inference import NEEDS, DecodeConfig, check_kind, load, run_decode
 from tformer.tokenization import BPETokenizer, CharTokenizer, WordPieceTokenizer
@@ -62,6 +63,7 @@ def test_load_returns_model_config_tokenizer_kind_and_layout(checkpoints: dict[s
         assert loaded.tokenizer.vocab_size <= loaded.config.vocab_size
         assert loaded.kind == kind and loaded.path == str(checkpoints[kind])
         assert isinstance(loaded.layout, DecodingLayout) and loaded.layout.model is loaded.model
+        assert isinstance(loaded.graphs, DecodeGraphs) and loaded.graphs.model is loaded.model
     loaded = load(checkpoints["bert classifier"], command="classify")
     assert isinstance(loaded.model, tformer.BertClassifier)
 

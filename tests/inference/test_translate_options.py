@@ -4,6 +4,7 @@ settings (a recipe's `decode:` keys), checked by `decoding.Repetition` in its ow
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import yaml
 import tformer
 from tformer.data.padding import pad
 from tformer.decoding import Repetition, beam_search, greedy
+from tformer.decoding.captured import DecodeGraphs
 from tformer.errors import UserError
 from tformer.inference import (
     DecodeConfig,
@@ -187,3 +189,35 @@ def test_a_bad_repetition_setting_is_refused_in_repetitions_words_everywhere(key
     assert str(e.value).endswith(f"is not a valid recipe: decode.{message}")
     (tmp_path / "recipe.yaml").write_text(yaml.safe_dump({**recipe, "decode": {key: 3 if key[0] == "n" else 1.2}}))
     assert getattr(run_decode(tmp_path / "best"), key) == (3 if key[0] == "n" else 1.2)
+
+
+def test_captured_steps_are_kept_by_their_holder_across_calls(mt: tuple) -> None:
+    """On a GPU a captured decoding step costs a recording; `Loaded.graphs` keeps it for the next call (a
+    server's next request, a file's next batch). On the CPU the same fixed-shape path runs eagerly."""
+    model, bpe = mt
+    graphs = DecodeGraphs(model)
+    for decode in (DecodeConfig(beam=1, max_len_b=6), DecodeConfig(beam=2, max_len_b=6)):
+        eager = translate(model, bpe, TEXT, decode, capture=False)
+        first = translate(model, bpe, TEXT, decode, capture=True, graphs=graphs)
+        kept = dict(graphs._kept)
+        assert first == eager and kept  # the same translations, and state kept for the shapes seen
+        assert translate(model, bpe, TEXT, decode, capture=True, graphs=graphs) == eager
+        assert all(graphs._kept[key] is state for key, state in kept.items())  # reused, not made again
+    n_best = translate_n_best(model, bpe, TEXT, DecodeConfig(beam=2, max_len_b=6), n_best=2, capture=True,
+                              graphs=graphs)
+    assert [c[0].text for c in n_best] == translate(model, bpe, TEXT, DecodeConfig(beam=2, max_len_b=6))
+
+
+def test_one_call_makes_one_holder_for_all_its_batches(mt: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
+    model, bpe = mt
+    seen = []
+    module = importlib.import_module("tformer.inference.translate")  # the package exports its function by that name
+    real = module.greedy
+
+    def spy(*args, graphs=None, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        seen.append(graphs)
+        return real(*args, graphs=graphs, **kwargs)
+
+    monkeypatch.setattr(module, "greedy", spy)
+    translate(model, bpe, TEXT, DecodeConfig(beam=1, max_len_b=4, batch_size=2))
+    assert len(seen) == 3 and all(g is seen[0] and isinstance(g, DecodeGraphs) for g in seen)

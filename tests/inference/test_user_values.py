@@ -5,17 +5,21 @@ reading of a text: a leading byte-order mark is no part of it in any inference f
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 import torch
 
 import tformer
 from tformer.decoding.beam import check_beam
+from tformer.decoding.captured import DecodeGraphs
 from tformer.decoding.generate import check_max_new_tokens
 from tformer.inference import (
     DecodeConfig,
     check_top,
     continue_prompt,
     prompt_ids,
+    sample_prompts,
     score_lines,
     score_pairs,
     token_scores,
@@ -116,3 +120,26 @@ def test_a_line_too_long_names_truncate_as_the_python_api_spells_it() -> None:
         assert message.startswith("in.txt:2: the line is ") and "longer than the model's context max_len=32" in message
         assert message.endswith("; shorten it, or cut it to the context on purpose (truncate=True)")
         assert "--truncate" not in message
+
+
+def test_sampling_many_prompts_shares_one_holder_of_captured_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each prompt and sample is its own generation; on a GPU they replay the steps captured for the first
+    (of the same shape) instead of recording their own."""
+    module = importlib.import_module("tformer.inference.generate")
+    seen = []
+    real = module.generate
+
+    def spy(*args, graphs=None, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        seen.append(graphs)
+        return real(*args, graphs=graphs, **kwargs)
+
+    monkeypatch.setattr(module, "generate", spy)
+    chars = CharTokenizer.train(TEXT)
+    gpt = tformer.build_model(tformer.preset("gpt-tiny", {**TINY, "vocab_size": chars.vocab_size,
+                                                          "bos_id": chars.eos_id, "eos_id": chars.eos_id})).eval()
+    samples = list(sample_prompts(gpt, chars, ["the", "a cat"], num_samples=2, max_new_tokens=3, seed=1))
+    assert len(samples) == len(seen) == 4
+    assert all(isinstance(g, DecodeGraphs) and g is seen[0] and g.model is gpt for g in seen)
+    held = DecodeGraphs(gpt)
+    list(sample_prompts(gpt, chars, ["the"], max_new_tokens=3, graphs=held))
+    assert seen[-1] is held

@@ -81,7 +81,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
                              max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
                              top_p=args.top_p, seed=args.seed, stop_at_eos=not args.no_stop,
                              on_text=(lambda _prompt, _sample, piece: shared.write_text(shared.STD, piece))
-                             if stream else None, layout=loaded.layout, repetition=repetition)
+                             if stream else None, layout=loaded.layout, graphs=loaded.graphs, repetition=repetition)
     shared.unknown_warner(loaded.tokenizer)(prompts)  # once every prompt has passed its checks
     for k, s in enumerate(samples):
         if args.json:

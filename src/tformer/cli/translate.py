@@ -112,7 +112,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
     def answer(lines: list[str], first: int) -> list[str]:
         sources, prefixes = split_prefixes(lines) if args.prefix else (lines, None)
         common = dict(prefixes=prefixes, truncate=args.truncate, where=source_name(args.input), first_line=first,
-                      layout=loaded.layout)
+                      layout=loaded.layout, graphs=loaded.graphs)
         if args.n_best is None and not args.json:
             out = translate(loaded.model, loaded.tokenizer, sources, decode, **common)
             check_unknown(sources + [p for p in prefixes or [] if p])  # once the batch passed its checks

@@ -14,6 +14,7 @@ from torch import nn
 from tformer.config import GPTConfig
 from tformer.data.lines import normalise_text
 from tformer.decoding import Repetition, generate
+from tformer.decoding.captured import DecodeGraphs
 from tformer.decoding.generate import check_max_new_tokens
 from tformer.decoding.layout import DecodingLayout
 from tformer.decoding.sampling import check_sampling
@@ -68,12 +69,13 @@ def continue_prompt(model: nn.Module, tokenizer: Any, prompt: str, *, max_new_to
                     temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
                     seed: int | None = None, stop_at_eos: bool = True,
                     on_text: Callable[[str], None] | None = None, layout: DecodingLayout | None = None,
-                    repetition: Repetition | None = None) -> str:
+                    repetition: Repetition | None = None, graphs: DecodeGraphs | None = None) -> str:
     """The text a GPT writes after `prompt` (read as the start of a document, `prompt_ids`): at most
     `max_new_tokens` tokens, fewer where the context ends, and it stops at the end-of-text token unless
     `stop_at_eos` is False. `on_text(piece)` gets the text as it appears, to stream it: the prompt, then
     the new text of each token (a multi-byte character once it is whole). `layout`: the model's decoding
-    layout, kept by its holder (`Loaded.layout`). `repetition`: repeats of the prompt's and the new tokens
+    layout, kept by its holder (`Loaded.layout`); `graphs`: its captured decoding steps, the same
+    (`Loaded.graphs`; None: made for this call). `repetition`: repeats of the prompt's and the new tokens
     penalised or banned (`decoding.Repetition`; the prompt is the start of the text, so it counts)."""
     check_max_new_tokens(max_new_tokens)
     check_sampling(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
@@ -92,7 +94,7 @@ def continue_prompt(model: nn.Module, tokenizer: Any, prompt: str, *, max_new_to
 
     generate(model, [ids], max_new_tokens=min(max_new_tokens, config.max_len - len(ids)), temperature=temperature,
              top_k=top_k, top_p=top_p, stop_tokens=stop, seed=seed, on_token=stream, layout=layout,
-             repetition=repetition)
+             repetition=repetition, graphs=graphs)
     return produced.text
 
 
@@ -110,13 +112,15 @@ def sample_prompts(model: nn.Module, tokenizer: Any, prompts: list[str], *, num_
                    max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
                    top_p: float | None = None, seed: int | None = None, stop_at_eos: bool = True,
                    on_text: Callable[[int, int, str], None] | None = None,
-                   layout: DecodingLayout | None = None, repetition: Repetition | None = None) -> Iterator[Sample]:
+                   layout: DecodingLayout | None = None, repetition: Repetition | None = None,
+                   graphs: DecodeGraphs | None = None) -> Iterator[Sample]:
     """`num_samples` continuations of each prompt (`continue_prompt`), prompt by prompt, as they are written.
     Every prompt is checked before the first is continued (a ValueError names the first that cannot be,
     counted from 1 when there are several). With `seed`, the k-th continuation overall (from 0) is drawn with
     seed + k (mod 2**64), so the first is what `continue_prompt(seed=seed)` writes and the others differ.
     `on_text(prompt, sample, piece)`: the text as it appears, as `continue_prompt`'s `on_text`; `repetition`:
-    as `continue_prompt`'s. The checks run at the call; the continuations as the iterator is read."""
+    as `continue_prompt`'s; `graphs`: as `continue_prompt`'s (None: made once for all the prompts). The
+    checks run at the call; the continuations as the iterator is read."""
     if num_samples < 1:
         raise UserError(f"num_samples={num_samples} must be a positive integer")
     if not prompts:
@@ -131,13 +135,14 @@ def sample_prompts(model: nn.Module, tokenizer: Any, prompts: list[str], *, num_
             raise UserError(f"prompt {number}: {e}" if len(prompts) > 1 else str(e)) from None
     return _samples(model, tokenizer, prompts, num_samples=num_samples, max_new_tokens=max_new_tokens,
                     temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, stop_at_eos=stop_at_eos,
-                    on_text=on_text, layout=layout, repetition=repetition)
+                    on_text=on_text, layout=layout, repetition=repetition,
+                    graphs=graphs if graphs is not None else DecodeGraphs(model))
 
 
 def _samples(model: nn.Module, tokenizer: Any, prompts: list[str], *, num_samples: int, max_new_tokens: int,
              temperature: float, top_k: int | None, top_p: float | None, seed: int | None, stop_at_eos: bool,
              on_text: Callable[[int, int, str], None] | None, layout: DecodingLayout | None,
-             repetition: Repetition | None) -> Iterator[Sample]:
+             repetition: Repetition | None, graphs: DecodeGraphs) -> Iterator[Sample]:
     """`sample_prompts`' continuations, once its checks have passed (a generator of its own, so that the
     checks run when `sample_prompts` is called, before any caller's output)."""
     k = 0
@@ -147,7 +152,7 @@ def _samples(model: nn.Module, tokenizer: Any, prompts: list[str], *, num_sample
             show = None if on_text is None else (lambda piece, i=i, j=j: on_text(i, j, piece))
             text = continue_prompt(model, tokenizer, prompt, max_new_tokens=max_new_tokens, temperature=temperature,
                                    top_k=top_k, top_p=top_p, seed=drawn, stop_at_eos=stop_at_eos, on_text=show,
-                                   layout=layout, repetition=repetition)
+                                   layout=layout, repetition=repetition, graphs=graphs)
             yield Sample(i, j, drawn, text)
             k += 1
 

@@ -29,6 +29,7 @@ from tformer.data.lines import check_line_lengths, normalise_text
 from tformer.data.padding import pad
 from tformer.decoding import Hypothesis, Repetition, beam_search, greedy
 from tformer.decoding.beam import STOPPING, check_beam, check_lenpen
+from tformer.decoding.captured import DecodeGraphs
 from tformer.decoding.layout import DecodingLayout
 from tformer.errors import UserError
 from tformer.inference.generate import repetition_of
@@ -153,18 +154,22 @@ class Candidate:
 @torch.inference_mode()
 def translate(model: nn.Module, tokenizer: Any, sentences: list[str], decode: DecodeConfig, *,
               prefixes: Sequence[str | None] | None = None, truncate: bool = False, where: str = "input",
-              progress: bool = False, first_line: int = 1, layout: DecodingLayout | None = None) -> list[str]:
+              progress: bool = False, first_line: int = 1, layout: DecodingLayout | None = None,
+              capture: bool | None = None, graphs: DecodeGraphs | None = None) -> list[str]:
     """Detokenized translations, in input order; batches sorted by length to waste little padding.
     A sentence longer than the model's context (max_len tokens) is refused with a ValueError naming its
     line of `where` (counted from `first_line`), unless `truncate`, which translates its first max_len tokens
     (as evaluation over a corpus does). `prefixes`: per sentence, text its translation must start with (None
     or "": none; `prefix_ids`). `progress`: a bar over the sentences on stderr (a test set with beam search
-    takes minutes). `layout`: the model's decoding layout, kept by its holder (`Loaded.layout`). A sentence's
-    leading byte-order mark is dropped (`data.lines.normalise_text`); an empty sentence translates to ""."""
+    takes minutes). `layout`: the model's decoding layout, kept by its holder (`Loaded.layout`). `capture`:
+    captured decoding (None: on a GPU, where it pays; `decoding.captured`), its steps and buffers kept in
+    `graphs` by their holder (`Loaded.graphs`; None: kept for this call's batches). A sentence's leading
+    byte-order mark is dropped (`data.lines.normalise_text`); an empty sentence translates to ""."""
+    graphs = graphs if graphs is not None else DecodeGraphs(model)
 
     def search(src: Tensor, forced: list[list[int]] | None) -> list[str]:
         common = dict(max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, layout=layout,
-                      repetition=decode.repetition, prefixes=forced)
+                      repetition=decode.repetition, prefixes=forced, capture=capture, graphs=graphs)
         if decode.beam == 1:
             tokens = greedy(model, src, **common)
         else:
@@ -180,7 +185,8 @@ def translate(model: nn.Module, tokenizer: Any, sentences: list[str], decode: De
 def translate_n_best(model: nn.Module, tokenizer: Any, sentences: list[str], decode: DecodeConfig, *, n_best: int,
                      prefixes: Sequence[str | None] | None = None, truncate: bool = False, where: str = "input",
                      progress: bool = False, first_line: int = 1,
-                     layout: DecodingLayout | None = None) -> list[list[Candidate]]:
+                     layout: DecodingLayout | None = None, capture: bool | None = None,
+                     graphs: DecodeGraphs | None = None) -> list[list[Candidate]]:
     """Each sentence's best `n_best` hypotheses (1 to decode.beam, `check_n_best`), best first, with their
     scores: `decoding.beam_search`'s, so the first one's text is what `translate` gives. Fewer than `n_best`
     where the search finished fewer (a forced prefix or a banned repeat can leave too few candidates); none for
@@ -188,11 +194,12 @@ def translate_n_best(model: nn.Module, tokenizer: Any, sentences: list[str], dec
     decoding, scored. The other arguments are `translate`'s."""
     check_n_best(n_best, beam=decode.beam)
     stopping = "finished" if decode.beam == 1 else decode.stopping
+    graphs = graphs if graphs is not None else DecodeGraphs(model)
 
     def search(src: Tensor, forced: list[list[int]] | None) -> list[list[Candidate]]:
         found = beam_search(model, src, beam=decode.beam, lenpen=decode.lenpen, stopping=stopping, n_best=n_best,
                             max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, layout=layout,
-                            repetition=decode.repetition, prefixes=forced)
+                            repetition=decode.repetition, prefixes=forced, capture=capture, graphs=graphs)
         return [[_candidate(tokenizer, h) for h in hyps] for hyps in found]
 
     return _in_batches(model, tokenizer, sentences, decode, search, empty=[], prefixes=prefixes, truncate=truncate,

@@ -190,10 +190,11 @@ def _translate_group(loaded: Loaded, works: list[TranslateWork], scored: bool) -
     texts, starts = _flat([w.texts for w in works])
     prefixes, _ = _flat([w.prefixes or (None,) * w.size for w in works])
     if not scored:
-        out = translate(loaded.model, loaded.tokenizer, texts, decode, prefixes=prefixes, layout=loaded.layout)
+        out = translate(loaded.model, loaded.tokenizer, texts, decode, prefixes=prefixes, layout=loaded.layout,
+                        graphs=loaded.graphs)
         return [out[a:b] for a, b in itertools.pairwise(starts)]
     found = translate_n_best(loaded.model, loaded.tokenizer, texts, decode, prefixes=prefixes,
-                             n_best=max(w.n_best for w in works), layout=loaded.layout)
+                             n_best=max(w.n_best for w in works), layout=loaded.layout, graphs=loaded.graphs)
     return [[[dataclasses.asdict(c) for c in hyps[: w.n_best]] for hyps in found[a:b]]
             for w, (a, b) in zip(works, itertools.pairwise(starts), strict=True)]
 
@@ -236,7 +237,8 @@ def _generate_rows(loaded: Loaded, rows: list[GenerateWork], streams: list[Any])
     s = rows[0].settings  # the batch key: equal in every row
     if most > 0:
         generate(loaded.model, [list(g.ids) for g in rows], max_new_tokens=most, pad_id=loaded.config.pad_id or 0,
-                 on_token=on_token, layout=loaded.layout, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
+                 on_token=on_token, layout=loaded.layout, graphs=loaded.graphs, temperature=s.temperature,
+                 top_k=s.top_k, top_p=s.top_p,
                  seed=s.seed, stop_tokens=s.stop_tokens,
                  repetition=repetition_of(s.no_repeat_ngram_size, s.repetition_penalty))
 

@@ -21,6 +21,7 @@ from tformer.configio import from_dict, read_yaml
 from tformer.data import collate, limit_lengths, load_bible, read_parallel
 from tformer.data.batching import Batch, TokenBatchSampler
 from tformer.data.lines import format_lines
+from tformer.decoding.captured import DecodeGraphs
 from tformer.errors import UserError
 from tformer.evaluation import Scores, score_corpus
 from tformer.files import write_atomic
@@ -133,6 +134,7 @@ class TranslationTask:
         valid_sampler = TokenBatchSampler.for_examples(self.valid_examples, max_tokens=data.max_tokens,
                                                        shuffle=False)
         self.valid_batches = [self._collate(self.valid_examples, b) for b in valid_sampler.batches_for_epoch(0)]
+        self._graphs: DecodeGraphs | None = None  # the evaluations' captured decoding (on a GPU)
 
     def _encode(self, pairs: list[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
         src = self.tokenizer.encode_batch([s for s, _ in pairs])
@@ -161,7 +163,10 @@ class TranslationTask:
         total, count = token_nll(model, self.valid_batches, self.forward, pad_id=self.tokenizer.pad_id)
         pairs = self.valid_pairs[: self.recipe.data.bleu_sentences]
         greedy_decode = DecodeConfig(**{**vars(self.recipe.decode), "beam": 1})
-        hyps = translate(model, self.tokenizer, [s for s, _ in pairs], greedy_decode, truncate=True)
+        if self._graphs is None or self._graphs.model is not model:  # captured once, replayed at every evaluation
+            self._graphs = DecodeGraphs(model)
+        hyps = translate(model, self.tokenizer, [s for s, _ in pairs], greedy_decode, truncate=True,
+                         graphs=self._graphs)
         scores = score_corpus(hyps, [t for _, t in pairs])
         return {"valid_loss": total / count, "valid_ppl": math.exp(total / count), "bleu": scores.bleu,
                 "chrf": scores.chrf}
@@ -233,7 +238,7 @@ def evaluate_checkpoint(checkpoint: str | Path, data: DataConfig, split: str, de
     loaded = load(checkpoint, command="evaluate", device=device, dtype=dtype, quantization=quantization)
     pairs = load_split(data, split)[:limit]
     hyps = translate(loaded.model, loaded.tokenizer, [s for s, _ in pairs], decode, truncate=True, progress=progress,
-                     layout=loaded.layout)
+                     layout=loaded.layout, graphs=loaded.graphs)
     return score_corpus(hyps, [t for _, t in pairs]), pairs, hyps
 
 
