@@ -16,7 +16,6 @@ from the host's and is left out.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -26,7 +25,9 @@ from pathlib import Path
 import torch
 from torch.autograd import DeviceType
 
+from benchmarks.common import write_json
 from tformer.data.device import resolve_device
+from tformer.errors import UserError
 from tformer.tasks import load_recipe
 from tformer.tasks.translation import translation_setup
 from tformer.training import distributed as dist
@@ -161,12 +162,17 @@ def report(r: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    """Measure, print the report and (--out) write the JSON; returns the results. A recipe or override that
+    cannot be used is a one-line message and exit code 2 (SystemExit)."""
     args = parse_args(argv)
-    result = measure(args)
+    try:
+        result = measure(args)
+    except UserError as e:
+        print(f"step_profile: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
     print(report(result), flush=True)
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=1) + "\n")
+        write_json(args.out, result)
         print(f"wrote {args.out}", file=sys.stderr)
     return result
 

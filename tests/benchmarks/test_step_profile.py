@@ -40,3 +40,11 @@ def test_it_profiles_the_steps_of_a_tiny_recipe(tmp_path: Path) -> None:
 def test_it_takes_translation_recipes_only() -> None:
     with pytest.raises(SystemExit, match="step_profile takes translation recipes"):
         main(["gpt-bible", "--steps", "1"])
+
+
+def test_a_recipe_it_cannot_use_is_one_line_and_exit_code_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["demo-gpu", "data.max_tokens=0", "--steps", "1"])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("step_profile: data.max_tokens=0") and "\n" not in err
