@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from torch.autograd import DeviceType
 
-from benchmarks.common import write_json
+from benchmarks.common import sync, timed, write_json
 from tformer.data.device import resolve_device
 from tformer.errors import UserError
 from tformer.tasks import load_recipe
@@ -55,11 +55,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.steps < 1 or args.warmup < 0:
         p.error(f"--steps {args.steps} must be >= 1 and --warmup {args.warmup} >= 0")
     return args
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def profile_counts(prof: torch.profiler.profile, steps: int, on_gpu: bool) -> dict:
@@ -113,21 +108,16 @@ def measure(args: argparse.Namespace) -> dict:
         warmup_s = time.perf_counter() - started
         walls, tokens = [], []
         for i in range(args.warmup, args.warmup + args.steps):
-            sync(device)
-            started = time.perf_counter()
-            tokens.append(step(i))
-            sync(device)
-            walls.append(time.perf_counter() - started)
+            wall, n = timed(lambda i=i: step(i), device)
+            walls.append(wall)
+            tokens.append(n)
         activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if on_gpu else [])
         with torch.profiler.profile(activities=activities) as prof:
             for i in range(args.warmup + args.steps, args.warmup + 2 * args.steps):
                 step(i)
             sync(device)
         model.eval()
-        started = time.perf_counter()
-        metrics = task.evaluate(model)
-        sync(device)
-        eval_s = time.perf_counter() - started
+        eval_s, metrics = timed(lambda: task.evaluate(model), device)
     wall = statistics.median(walls)
     counts = profile_counts(prof, args.steps, on_gpu)
     busy = counts.get("device_busy_s")

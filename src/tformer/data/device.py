@@ -5,6 +5,7 @@ model is, here, rather than each task knowing about devices."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import TypeVar
 
 import torch
@@ -21,34 +22,38 @@ def to_device(obj: T, device: torch.device | str) -> T:
     GPU, a CPU tensor goes through pinned memory without waiting: a plain copy from pageable memory makes
     the host wait until the device has run everything queued before it, as a DataLoader with
     pin_memory=True avoids."""
-    if isinstance(obj, torch.Tensor):
-        if obj.device.type == "cpu" and torch.device(device).type == "cuda":
-            return obj.pin_memory().to(device, non_blocking=True)
-        return obj.to(device)
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return dataclasses.replace(obj, **{f.name: to_device(getattr(obj, f.name), device)
-                                           for f in dataclasses.fields(obj) if f.init})
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a NamedTuple
-        return type(obj)(*(to_device(x, device) for x in obj))
-    if isinstance(obj, list | tuple):
-        return type(obj)(to_device(x, device) for x in obj)
-    if isinstance(obj, dict):
-        return {k: to_device(v, device) for k, v in obj.items()}
-    return obj
+    to_gpu = torch.device(device).type == "cuda"
+
+    def move(t: torch.Tensor) -> torch.Tensor:
+        if to_gpu and t.device.type == "cpu":
+            return t.pin_memory().to(device, non_blocking=True)
+        return t.to(device)
+
+    return map_tensors(obj, move)
 
 
 def tensors_in(obj: object) -> list[torch.Tensor]:
-    """Every tensor in a batch, in a fixed order (that of `to_device`'s walk): the same positions for every
-    batch of one task."""
+    """Every tensor in a batch, in `map_tensors`' order: the same positions for every batch of one task."""
+    found: list[torch.Tensor] = []
+    map_tensors(obj, lambda t: found.append(t) or t)
+    return found
+
+
+def map_tensors(obj: T, fn: Callable[[torch.Tensor], torch.Tensor]) -> T:
+    """`obj` with `fn` applied to every tensor in it, in a fixed order (dataclasses, tuples, lists and dicts
+    are rebuilt; other values kept)."""
     if isinstance(obj, torch.Tensor):
-        return [obj]
+        return fn(obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return [t for f in dataclasses.fields(obj) if f.init for t in tensors_in(getattr(obj, f.name))]
-    if isinstance(obj, list | tuple):  # NamedTuples included
-        return [t for x in obj for t in tensors_in(x)]
+        return dataclasses.replace(obj, **{f.name: map_tensors(getattr(obj, f.name), fn)
+                                           for f in dataclasses.fields(obj) if f.init})
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a NamedTuple
+        return type(obj)(*(map_tensors(x, fn) for x in obj))
+    if isinstance(obj, list | tuple):
+        return type(obj)(map_tensors(x, fn) for x in obj)
     if isinstance(obj, dict):
-        return [t for v in obj.values() for t in tensors_in(v)]
-    return []
+        return {k: map_tensors(v, fn) for k, v in obj.items()}
+    return obj
 
 
 def device_of(model: nn.Module) -> torch.device:
