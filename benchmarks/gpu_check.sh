@@ -9,7 +9,7 @@
 # Steps, each bounded by `timeout` so that one failure leaves the others their time:
 #   tests      the GPU paths' tests: precision (bf16, fp16 with its scaler, resume), compile, captured decoding,
 #              bad ids named on the GPU, the loop's numerics
-#   profile    benchmarks.step_profile on demo-gpu's first (growing) batches: per step the wall time, the GPU's
+#   profile    (not in the default STEPS) benchmarks.step_profile on demo-gpu's first (growing) batches: per step the wall time, the GPU's
 #              busy share, kernels, host waits and cudaMallocs, and outside the steps collation and one
 #              evaluation; again with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 #   profile-compiled  (not in the default STEPS) the same with train.compile=true
@@ -19,13 +19,17 @@
 #   decode     (not in the default STEPS: its targets were met on 2026-11-27) benchmarks.gpu_decode_check:
 #              batch 1 and 8 generation eager / captured / captured + compiled
 #              against transformers' generate (default and static cache); translation captured
-#   demo       `tformer demo demo-gpu` (3-minute budget) and its test BLEU
-#   demo-muon  (not in the default STEPS) the same with the CPU demo's changes of 2026-11-27: Muon at 3e-3 and
-#              zero-initialised residual projections (docs/demo-recipe.md, fourth round), to compare with `demo`
+#   demo       `tformer demo demo-gpu` (3-minute budget) alone on the card, and its test BLEU
+#   demos      the GPU demo four ways at once on the card, 4 CPU threads each (so each slower than alone): with
+#              and without train.compile=true (fewer, fused kernels for a step bound by the host), each with
+#              Adam as shipped and with the CPU demo's changes of 2026-11-27, Muon at 3e-3 and zero-initialised
+#              residual projections (docs/demo-recipe.md, fourth round). One call compares them; the winner is
+#              then confirmed alone with `STEPS=demo DEMO_OVERRIDES="..."`.
 # Logs and JSON go to $OUT (default: a new temporary folder); STEPS="train demo" runs only those steps;
-# DEMO_OVERRIDES="key=value ..." changes the recipe of the `demo` step (e.g. train.compile=true).
+# DEMO_OVERRIDES="key=value ..." changes the recipe of the `demo` and `demos` runs (e.g. train.compile=true;
+# on the CPU, a dry run of the script can shrink the model and the budget with it).
 set -u
-STEPS=${STEPS:-tests profile train demo}
+STEPS=${STEPS:-tests train demos}
 want() { [[ " $STEPS " == *" $1 "* ]]; }
 OUT=${OUT:-$(mktemp -d)}; RUNS=$(mktemp -d); mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/src:$PWD:$PWD/.gpu/slim"
@@ -76,14 +80,26 @@ timeout 250 python3 -m tformer demo demo-gpu out_dir="$RUNS/demo-gpu" ${DEMO_OVE
   > "$OUT/demo-gpu.log" 2>&1; echo "rc=$?"
 grep -E "stopped at|BLEU|chrF|degenerate" "$OUT/demo-gpu.log" | tail -5
 cp "$RUNS/demo-gpu/test.json" "$OUT/demo-gpu-test.json" 2>/dev/null
+cp "$RUNS/demo-gpu/metrics.jsonl" "$OUT/demo-gpu-metrics.jsonl" 2>/dev/null
 }
 
-want demo-muon && {
-log "the GPU demo with Muon and zero-initialised residual projections, 3-minute budget"
-timeout 250 python3 -m tformer demo demo-gpu out_dir="$RUNS/demo-gpu-muon" train.optim.name=muon \
-  train.optim.lr=3e-3 model.overrides.init.zero_residual=true --overwrite --no-progress \
-  > "$OUT/demo-gpu-muon.log" 2>&1; echo "rc=$?"
-grep -E "stopped at|BLEU|chrF|degenerate" "$OUT/demo-gpu-muon.log" | tail -5
-cp "$RUNS/demo-gpu-muon/test.json" "$OUT/demo-gpu-muon-test.json" 2>/dev/null
+want demos && {
+log "the GPU demo four ways at once: eager and compiled, each with Adam and with Muon + zero-initialised residuals"
+muon="train.optim.name=muon train.optim.lr=3e-3 model.overrides.init.zero_residual=true"
+names=(recipe muon compiled compiled-muon)
+changes=("" "$muon" "train.compile=true" "train.compile=true $muon")
+for i in 0 1 2 3; do
+  # shellcheck disable=SC2086  # the overrides are words
+  OMP_NUM_THREADS=4 timeout 300 python3 -m tformer demo demo-gpu out_dir="$RUNS/${names[i]}" ${changes[i]} \
+    ${DEMO_OVERRIDES:-} --overwrite --no-progress > "$OUT/demo-${names[i]}.log" 2>&1 &
+done
+wait
+for i in 0 1 2 3; do
+  echo "--- ${names[i]}: ${changes[i]:-as shipped}"
+  grep -E "eval step|stopped at|^test BLEU" "$OUT/demo-${names[i]}.log" | tail -5
+  cp "$RUNS/${names[i]}/test.json" "$OUT/demo-${names[i]}-test.json" 2>/dev/null
+  cp "$RUNS/${names[i]}/metrics.jsonl" "$OUT/demo-${names[i]}-metrics.jsonl" 2>/dev/null  # tokens/s every 50 steps
+done
 }
+
 log done
