@@ -20,11 +20,13 @@
 #              batch 1 and 8 generation eager / captured / captured + compiled
 #              against transformers' generate (default and static cache); translation captured
 #   demo       `tformer demo demo-gpu` (3-minute budget) alone on the card, and its test BLEU
-#   demos      the GPU demo four ways at once on the card, 4 CPU threads each (so each slower than alone): with
-#              and without train.compile=true (fewer, fused kernels for a step bound by the host), each with
-#              Adam as shipped and with the CPU demo's changes of 2026-11-27, Muon at 3e-3 and zero-initialised
-#              residual projections (docs/demo-recipe.md, fourth round). One call compares them; the winner is
-#              then confirmed alone with `STEPS=demo DEMO_OVERRIDES="..."`.
+#   demos      the GPU demo four ways at once on the card, 4 CPU threads each (so each slower than alone):
+#              as shipped; with the CPU demo's changes of 2026-11-27, Muon at 3e-3 and zero-initialised
+#              residual projections (docs/demo-recipe.md, fourth round); that and train.compile=true (fewer,
+#              fused kernels for a step bound by the host); that with 3 + 3 layers of width 768 instead of
+#              6 + 6 of 512 (1,224 operators a step for the host to launch instead of 2,238, 12% more FLOPs).
+#              Each change is one step from `muon`, so one call shows which pays; the winner is then
+#              confirmed alone with `STEPS=demo DEMO_OVERRIDES="..."`.
 # Logs and JSON go to $OUT (default: a new temporary folder); STEPS="train demo" runs only those steps;
 # DEMO_OVERRIDES="key=value ..." changes the recipe of the `demo` and `demos` runs (e.g. train.compile=true;
 # on the CPU, a dry run of the script can shrink the model and the budget with it).
@@ -84,10 +86,11 @@ cp "$RUNS/demo-gpu/metrics.jsonl" "$OUT/demo-gpu-metrics.jsonl" 2>/dev/null
 }
 
 want demos && {
-log "the GPU demo four ways at once: eager and compiled, each with Adam and with Muon + zero-initialised residuals"
+log "the GPU demo four ways at once: as shipped; Muon + zero-initialised residuals; that compiled; that 3 + 3 x 768"
 muon="train.optim.name=muon train.optim.lr=3e-3 model.overrides.init.zero_residual=true"
-names=(recipe muon compiled compiled-muon)
-changes=("" "$muon" "train.compile=true" "train.compile=true $muon")
+shallow="model.overrides.n_layers=3 model.overrides.d_model=768 model.overrides.d_ff=3072 model.overrides.n_heads=12"
+names=(recipe muon compiled-muon shallow-muon)
+changes=("" "$muon" "$muon train.compile=true" "$muon $shallow")
 for i in 0 1 2 3; do
   # shellcheck disable=SC2086  # the overrides are words
   OMP_NUM_THREADS=4 timeout 300 python3 -m tformer demo demo-gpu out_dir="$RUNS/${names[i]}" ${changes[i]} \
