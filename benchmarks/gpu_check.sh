@@ -9,13 +9,14 @@
 # Steps, each bounded by `timeout` so that one failure leaves the others their time:
 #   tests      the GPU paths' tests: precision (bf16, fp16 with its scaler, resume), compile, captured decoding,
 #              bad ids named on the GPU, the loop's numerics
-#   profile    (not in the default STEPS) benchmarks.step_profile on demo-gpu's first (growing) batches: per step the wall time, the GPU's
-#              busy share, kernels, host waits and cudaMallocs, and outside the steps collation and one
-#              evaluation; again with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+#   profile    (not in the default STEPS) benchmarks.step_profile on demo-gpu's first (growing) batches: per
+#              step the wall time, the GPU's busy share, kernels, host waits and cudaMallocs, and outside the
+#              steps collation and one evaluation; again with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 #   profile-compiled  (not in the default STEPS) the same with train.compile=true
-#   train      GPT-2 124M (12 x 768, T = 1024) in bf16, forward and loss compiled together for every contender
-#              (nanoGPT's model returns its loss): tformer against GPT2LMHeadModel (SDPA) and
-#              nanoGPT's model.py, MFU against the bf16 matmul timed in the same run
+#   train      GPT-2 124M (12 x 768, T = 1024, batch 16: the 2026-11-27 run took 8; a larger batch spreads the
+#              optimizer step and the launches over more tokens) in bf16, forward and loss compiled together
+#              for every contender (nanoGPT's model returns its loss): tformer against GPT2LMHeadModel (SDPA)
+#              and nanoGPT's model.py, MFU against the bf16 matmul timed in the same run
 #   decode     (not in the default STEPS: its targets were met on 2026-11-27) benchmarks.gpu_decode_check:
 #              batch 1 and 8 generation eager / captured / captured + compiled
 #              against transformers' generate (default and static cache); translation captured
@@ -65,7 +66,7 @@ want train && {
 log "training speed: GPT-2 124M, bf16, compiled"
 NANO=(); [ -f .gpu/nanoGPT/model.py ] && NANO=(--nanogpt .gpu/nanoGPT)
 timeout 150 python3 -m benchmarks.train_speed --families gpt --layers 12 --d-model 768 --heads 12 --d-ff 3072 \
-  --vocab 50304 --batch 8 --seq 1024 --precision bf16 --compile --hf-attention sdpa "${NANO[@]}" \
+  --vocab 50304 --batch 16 --seq 1024 --precision bf16 --compile --hf-attention sdpa "${NANO[@]}" \
   --reps 7 --steps-per-rep 10 --warmup 2 --out "$OUT/train-124m.json" > "$OUT/train-124m.log" 2>&1
 echo "rc=$?"; tail -8 "$OUT/train-124m.log"
 }
