@@ -194,10 +194,13 @@ class PureLM(TinyLM):
         return next_token_loss(model, batch)
 
 
-def test_compiled_training_matches_eager_saves_plain_keys_and_resumes_bitwise(tmp_path: Path) -> None:
+def test_compiled_training_matches_eager_saves_plain_keys_and_resumes_bitwise(tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture) -> None:
     lengths = [6] * 8  # one shape: one compilation
     train(tmp_path / "eager", PureLM(lengths, per_batch=2), max_steps=4, precision="fp32")
+    assert "compiles" not in capsys.readouterr().err
     compiled = train(tmp_path / "whole", PureLM(lengths, per_batch=2), max_steps=4, precision="fp32", compile=True)
+    assert "tformer: train.compile: the first step compiles the model and its loss" in capsys.readouterr().err
     # the losses, not the weights: Adam scales the rounding noise of a gradient that is ~0 (k_proj's bias:
     # softmax ignores a shift shared by all keys) up to lr-sized steps, different in each
     assert losses(tmp_path / "whole") == pytest.approx(losses(tmp_path / "eager"), rel=1e-5)

@@ -194,6 +194,9 @@ def _train(run: _Run, task: Task, train: TrainConfig, *, data: EpochReader, bar:
     `train.threads` / `tune_threads` set torch's CPU threads for the steps (threads.py); on a GPU, float32
     matmuls use TF32 (precision.py)."""
     device = device_of(run.model)
+    if train.compile and run.world.is_main and run.state["step"] < train.max_steps:  # else the bar sits at 0
+        tqdm.write("tformer: train.compile: the first step compiles the model and its loss (torch.compile; a "
+                   "minute or more on a cold cache, counted in the time budget)", file=sys.stderr)
     with training_threads(train.threads, train.tune_threads, on_cpu=device.type == "cpu") as tuner, \
             tf32_matmuls(device):
         _steps(run, task, train, data=data, bar=bar, stop=stop, tuner=tuner)
