@@ -31,6 +31,7 @@ from tformer.errors import UserError
 from tformer.tasks import load_recipe
 from tformer.tasks.translation import translation_setup
 from tformer.training import distributed as dist
+from tformer.training.compiling import check_compilable
 from tformer.training.loop import _loss_of, _step
 from tformer.training.optim import build_optimizer
 from tformer.training.precision import Precision, tf32_matmuls
@@ -87,6 +88,8 @@ def measure(args: argparse.Namespace) -> dict:
     model, task = built.model.to(device), built.task
     world = dist.launched_world()
     precision = Precision(train.precision, device)
+    if train.compile:
+        check_compilable(device)
     optimizer = build_optimizer(model, train.optim)
     started = time.perf_counter()
     batches = task.batches(0)

@@ -79,6 +79,18 @@ def resume_refused_in_setup(c: Ctx, *overrides: str) -> list[str]:
     return c.train(*overrides, "--resume")
 
 
+def without_a_compiler(c: Ctx) -> list[str]:
+    """train.compile=true where inductor finds no C++ compiler (a slim container): torch's search raising what
+    it raises then (tests/training/test_compiling.py runs the search itself)."""
+    from torch._inductor import cpp_builder, exc
+
+    def search() -> str:
+        raise exc.InvalidCxxCompiler
+
+    c.monkeypatch.setattr(cpp_builder, "get_cpp_compiler", search)
+    return c.train("train.compile=true")
+
+
 def classifier(c: Ctx, **data: object) -> list[str]:
     rows = [("pos" if i % 2 else "neg", s) for i, (s, _) in enumerate(pairs(40, 0))]
     train = tsv(c.tmp / "clf.tsv", rows)
@@ -116,6 +128,10 @@ CASES = [
          ("{tmp}/missing.tsv: no such file",)),
     Case("bert-context-below-the-data", lambda c: pretraining(c, max_len=16),
          ("model max_len=16 is below data.max_len=32",)),
+    Case("train-compile-without-a-compiler", without_a_compiler,
+         ("train.compile=true cannot run on cpu: inductor builds the CPU step with a C++ compiler and found none "
+          "(No working C++ compiler found in torch._inductor.config.cpp.cxx",
+          "; install it, or set train.compile=false")),
     Case("demo-without-a-test-split", lambda c: ["demo", str(c.w.recipe), f"out_dir={c.tmp}/run"],
          ("data.test is not set; give a .tsv, .jsonl or 'src_file,tgt_file' path",)),
     # refused at the first step: what the run wrote is taken back

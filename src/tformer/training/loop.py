@@ -38,6 +38,7 @@ from tformer.errors import UserError
 from tformer.files import write_atomic
 from tformer.training import distributed as dist
 from tformer.training.checkpoint import load_weights
+from tformer.training.compiling import check_compilable
 from tformer.training.config import TrainConfig
 from tformer.training.interrupts import Interrupts
 from tformer.training.logger import Logger
@@ -119,6 +120,8 @@ def _start(model: nn.Module, config: TransformerConfig, task: Task, train: Train
     world = dist.launched_world()
     device = resolve_device(train.device, local_rank=world.local_rank)  # under torchrun: this rank's GPU
     precision = Precision(train.precision, device, fsdp=world.is_distributed and train.distributed == "fsdp")
+    if train.compile:
+        check_compilable(device)  # a missing compiler: refused now, not with torch's traceback at the first step
     model.to(device)
     if resume:
         check_resumable(out_dir, config)
