@@ -78,7 +78,7 @@ def profile_counts(prof: torch.profiler.profile, steps: int, on_gpu: bool) -> di
 def measure(args: argparse.Namespace) -> dict:
     recipe = load_recipe(args.recipe, args.overrides)
     if recipe.task != "translation":
-        raise SystemExit(f"{args.recipe}: task={recipe.task!r}; step_profile takes translation recipes")
+        raise UserError(f"{args.recipe}: task={recipe.task!r}; step_profile takes translation recipes")
     train = recipe.train
     torch.manual_seed(train.seed)
     started = time.perf_counter()

@@ -37,9 +37,11 @@ def test_it_profiles_the_steps_of_a_tiny_recipe(tmp_path: Path) -> None:
     assert set(result["eval_metrics"]) == {"valid_loss", "valid_ppl", "bleu", "chrf"}
 
 
-def test_it_takes_translation_recipes_only() -> None:
-    with pytest.raises(SystemExit, match="step_profile takes translation recipes"):
+def test_it_takes_translation_recipes_only(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as stopped:
         main(["gpt-bible", "--steps", "1"])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err == "step_profile: gpt-bible: task='lm'; step_profile takes translation recipes\n"
 
 
 def test_a_recipe_it_cannot_use_is_one_line_and_exit_code_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
