@@ -42,7 +42,7 @@ from torch import Tensor, nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from benchmarks.common import Limit, apply_quick, forecast, recent_slope, warm_median, write_json
+from benchmarks.common import Limit, apply_quick, device_arg, forecast, recent_slope, warm_median, write_json
 from tformer.data.device import DTYPES
 from tformer.nn.attention import Attention
 from tformer.nn.kernels.exact import ExactAttention
@@ -66,7 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--budget", type=float, default=10.0, help="seconds one call may take")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--causal", action="store_true", help="causal self-attention (default: bidirectional)")
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--device", type=device_arg, default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--dtype", choices=list(DTYPES), default="float32")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="write the results as JSON here")

@@ -16,6 +16,10 @@ forecasts of the next point of a sweep, `--quick` presets, and results written a
                                         why the next point of a sweep should not be run (its time or memory,
                                         extrapolated from the last two points, over a limit); None to run it
     apply_quick(parser, args, preset)   `--quick`: the preset's small sizes for every option left at its default
+    device_arg, at_least(n)             argparse types: a device torch has here (as `tformer` checks --device),
+                                        a whole number >= n; a bad value is argparse's error and exit code 2
+    run_main(main, prog)                a benchmark run as a command: a setting tformer refuses (UserError) is
+                                        one line `prog: ...` and exit code 2, not a traceback
     write_json(path, data)              NaN as null, paths as text, the directory created
 
 Run a benchmark from the repository root as a module: `python -m benchmarks.complexity --quick`.
@@ -27,6 +31,7 @@ import argparse
 import json
 import math
 import statistics
+import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -34,7 +39,43 @@ from typing import Any, NamedTuple
 
 import torch
 
+from tformer.data.device import resolve_device
+from tformer.errors import UserError
 from tformer.viz.complexity import fit_slope
+
+
+def device_arg(name: str) -> str:
+    """argparse type of --device: cpu, cuda, cuda:N or auto, resolved as `tformer` resolves it (a GPU that is
+    not there is refused here, in one line, rather than by torch's traceback once the benchmark has begun)."""
+    try:
+        return str(resolve_device(name, what="--device"))
+    except UserError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def at_least(minimum: int) -> Callable[[str], int]:
+    """argparse type of a count: a whole number >= `minimum`."""
+
+    def count(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if n < minimum:
+            raise argparse.ArgumentTypeError(f"{n} is below {minimum}; give a whole number >= {minimum}")
+        return n
+
+    return count
+
+
+def run_main(main: Callable[[], object], prog: str) -> None:
+    """`main()`, with a UserError (a size or setting tformer refuses, e.g. heads that do not divide the width)
+    printed as one line `prog: message` on stderr and exit code 2."""
+    try:
+        main()
+    except UserError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def sync(device: torch.device) -> None:

@@ -51,7 +51,16 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from benchmarks.common import Limit, apply_quick, forecast, loglog_slope, median_seconds, warm_median, write_json
+from benchmarks.common import (
+    Limit,
+    apply_quick,
+    device_arg,
+    forecast,
+    loglog_slope,
+    median_seconds,
+    warm_median,
+    write_json,
+)
 from tformer.config import BertConfig, GPTConfig
 from tformer.models.builders import build_mixer
 from tformer.viz.complexity import PLOTS, plot_complexity
@@ -112,7 +121,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--at-n", type=int, default=4096,
                    help="n of the table's time column and the per-token latencies (quick: 256)")
     p.add_argument("--threads", type=int, default=os.cpu_count(), help="torch.set_num_threads (default: all cores)")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", type=device_arg, default="cpu")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=Path("docs/bench/complexity"))
     p.add_argument("--quick", action="store_true", help="a smoke run: tiny n and d, one repetition")

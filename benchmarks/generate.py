@@ -38,7 +38,7 @@ from torch import nn
 
 import tformer
 from benchmarks import machine
-from benchmarks.common import alternate, timed, write_json
+from benchmarks.common import alternate, at_least, device_arg, run_main, timed, write_json
 from tformer.data.device import DTYPES
 from tformer.decoding import generate_greedy
 from tformer.decoding.captured import DecodeGraphs
@@ -47,15 +47,15 @@ from tformer.decoding.layout import DecodingLayout
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--layers", type=int, default=6)
-    p.add_argument("--d-model", type=int, default=512)
-    p.add_argument("--heads", type=int, default=8)
-    p.add_argument("--vocab", type=int, default=8192)
-    p.add_argument("--prompt-len", type=int, default=32)
-    p.add_argument("--new-tokens", type=int, default=256)
-    p.add_argument("--batches", type=int, nargs="+", default=[1, 8])
-    p.add_argument("--reps", type=int, default=5, help="timed repetitions per contender and batch (median)")
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--layers", type=at_least(1), default=6)
+    p.add_argument("--d-model", type=at_least(1), default=512)
+    p.add_argument("--heads", type=at_least(1), default=8)
+    p.add_argument("--vocab", type=at_least(1), default=8192)
+    p.add_argument("--prompt-len", type=at_least(1), default=32)
+    p.add_argument("--new-tokens", type=at_least(1), default=256)
+    p.add_argument("--batches", type=at_least(1), nargs="+", default=[1, 8])
+    p.add_argument("--reps", type=at_least(1), default=5, help="timed repetitions per contender and batch (median)")
+    p.add_argument("--device", type=device_arg, default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--dtype", choices=list(DTYPES), default="float32")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--compile", action="store_true",
@@ -175,4 +175,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main, "generate")

@@ -39,7 +39,7 @@ import torch
 from torch import nn
 
 import tformer
-from benchmarks.common import alternate, sync, timed, write_json
+from benchmarks.common import alternate, at_least, device_arg, run_main, sync, timed, write_json
 from benchmarks.generate import build_pair
 from tformer.data.device import DTYPES
 from tformer.decoding import beam_search, generate, generate_greedy, greedy
@@ -51,17 +51,17 @@ TINY = dict(layers=1, d_model=32, heads=2, vocab=128, prompt_len=8, new_tokens=1
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--layers", type=int, default=6)
-    p.add_argument("--d-model", type=int, default=512)
-    p.add_argument("--heads", type=int, default=8)
-    p.add_argument("--vocab", type=int, default=8192)
-    p.add_argument("--prompt-len", type=int, default=32)
-    p.add_argument("--new-tokens", type=int, default=256)
-    p.add_argument("--check-tokens", type=int, default=64, help="new tokens of the float32 token check")
-    p.add_argument("--source-len", type=int, default=32, help="source tokens of the translation rows")
-    p.add_argument("--batches", type=int, nargs="+", default=[1, 8])
-    p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--device", default="cuda")
+    p.add_argument("--layers", type=at_least(1), default=6)
+    p.add_argument("--d-model", type=at_least(1), default=512)
+    p.add_argument("--heads", type=at_least(1), default=8)
+    p.add_argument("--vocab", type=at_least(1), default=8192)
+    p.add_argument("--prompt-len", type=at_least(1), default=32)
+    p.add_argument("--new-tokens", type=at_least(1), default=256)
+    p.add_argument("--check-tokens", type=at_least(1), default=64, help="new tokens of the float32 token check")
+    p.add_argument("--source-len", type=at_least(1), default=32, help="source tokens of the translation rows")
+    p.add_argument("--batches", type=at_least(1), nargs="+", default=[1, 8])
+    p.add_argument("--reps", type=at_least(1), default=3)
+    p.add_argument("--device", type=device_arg, default="cuda")
     p.add_argument("--dtype", choices=list(DTYPES), default="bfloat16")
     p.add_argument("--no-compile", action="store_true", help="leave out `tformer captured+compiled` (torch.compile, "
                    "then the graph; its first call compiles, about 10 s)")
@@ -259,4 +259,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main, "gpu_decode_check")

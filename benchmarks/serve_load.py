@@ -48,7 +48,7 @@ from urllib.parse import urlsplit
 
 import torch
 
-from benchmarks.common import apply_quick, write_json
+from benchmarks.common import apply_quick, device_arg, write_json
 
 QUICK = dict(requests=12, clients="1,4", max_batch=4, train_steps=20)
 WORDS = "the a house cat dog sees big small red blue runs sleeps old man woman child".split()
@@ -66,7 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--texts", type=int, default=1, help="sentences per request")
     p.add_argument("--beam", type=int, default=None, help="beam size (default: the run's recipe)")
     p.add_argument("--sentences", type=Path, default=None, help="source sentences, one a line")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", type=device_arg, default="cpu")
     p.add_argument("--train-steps", type=int, default=300, help="steps of the translator trained without --checkpoint")
     p.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     p.add_argument("--quick", action="store_true", help="a smoke run: a few requests, 1 and 4 clients")

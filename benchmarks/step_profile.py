@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from torch.autograd import DeviceType
 
-from benchmarks.common import sync, timed, write_json
+from benchmarks.common import at_least, sync, timed, write_json
 from tformer.data.device import resolve_device
 from tformer.errors import UserError
 from tformer.tasks import load_recipe
@@ -49,13 +49,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("recipe", help="a translation recipe: a shipped name (demo-gpu) or a YAML file")
     p.add_argument("overrides", nargs="*", help="key=value changes to the recipe, as `tformer train` takes them")
-    p.add_argument("--steps", type=int, default=20, help="steps timed, then the same number profiled")
-    p.add_argument("--warmup", type=int, default=5, help="steps run first, untimed (with train.compile: compiling)")
+    p.add_argument("--steps", type=at_least(1), default=20, help="steps timed, then the same number profiled")
+    p.add_argument("--warmup", type=at_least(0), default=5,
+                   help="steps run first, untimed (with train.compile: compiling)")
     p.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
-    args = p.parse_args(argv)
-    if args.steps < 1 or args.warmup < 0:
-        p.error(f"--steps {args.steps} must be >= 1 and --warmup {args.warmup} >= 0")
-    return args
+    return p.parse_args(argv)
 
 
 def profile_counts(prof: torch.profiler.profile, steps: int, on_gpu: bool) -> dict:

@@ -57,7 +57,7 @@ from torch import Tensor, nn
 
 import tformer
 from benchmarks import machine
-from benchmarks.common import alternate, apply_quick, timed, write_json
+from benchmarks.common import alternate, apply_quick, at_least, device_arg, run_main, timed, write_json
 from benchmarks.torch_transformer import TorchBaseline
 from tformer.config import to_dict
 from tformer.models.calc import train_flops_per_token
@@ -74,14 +74,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--families", nargs="+", choices=list(SHAPES), default=list(SHAPES))
     for flag, default in (("--layers", 6), ("--d-model", 512), ("--heads", 8), ("--d-ff", 2048), ("--vocab", 8192)):
-        p.add_argument(flag, type=int, default=default, help="every family (--layers: per stack)")
-    p.add_argument("--batch", type=int, default=None, help="override every family's batch size")
-    p.add_argument("--seq", type=int, default=None, help="override every family's length (T, and S = T)")
-    p.add_argument("--reps", type=int, default=5, help="timed repetitions per contender (median)")
-    p.add_argument("--steps-per-rep", type=int, default=2)
-    p.add_argument("--warmup", type=int, default=2, help="untimed steps per contender first")
-    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+        p.add_argument(flag, type=at_least(1), default=default, help="every family (--layers: per stack)")
+    p.add_argument("--batch", type=at_least(1), default=None, help="override every family's batch size")
+    p.add_argument("--seq", type=at_least(1), default=None, help="override every family's length (T, and S = T)")
+    p.add_argument("--reps", type=at_least(1), default=5, help="timed repetitions per contender (median)")
+    p.add_argument("--steps-per-rep", type=at_least(1), default=2)
+    p.add_argument("--warmup", type=at_least(0), default=2, help="untimed steps per contender first")
+    p.add_argument("--threads", type=at_least(1), default=None, help="torch intra-op threads (default: torch's)")
+    p.add_argument("--device", type=device_arg, default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--precision", choices=["fp32", *AUTOCAST_DTYPES], default="fp32",
                    help="autocast dtype of forward and loss (fp16: with a loss scaler)")
     p.add_argument("--compile", action="store_true", help="torch.compile each contender's forward and loss as one")
@@ -94,6 +94,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     args = p.parse_args(argv)
+    if args.nanogpt is not None and not (args.nanogpt / "model.py").is_file():
+        p.error(f"--nanogpt {args.nanogpt}: no model.py there (git clone https://github.com/karpathy/nanoGPT)")
     if args.quick:
         apply_quick(p, args, QUICK)
     return args
@@ -366,4 +368,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main, "train_speed")

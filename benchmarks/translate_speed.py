@@ -43,7 +43,7 @@ import transformers
 from torch import Tensor, nn
 
 import tformer
-from benchmarks.common import alternate, apply_quick, timed, write_json
+from benchmarks.common import alternate, apply_quick, device_arg, timed, write_json
 from tformer.config import InitConfig, NormConfig, PositionConfig
 from tformer.data.device import DTYPES
 from tformer.decoding import beam_search, greedy
@@ -67,7 +67,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--src-len", type=int, default=20, help="longest source sentence (real lengths vary down to half)")
     p.add_argument("--new-tokens", type=int, default=32)
     p.add_argument("--reps", type=int, default=5, help="timed repetitions per contender (median)")
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--device", type=device_arg, default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--dtype", choices=list(DTYPES), default="float32")
     p.add_argument("--init-std", type=float, default=0.3,
                    help="normal(0, std) weights: large enough that the outputs depend on the source")

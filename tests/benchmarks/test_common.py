@@ -13,9 +13,11 @@ from benchmarks.common import (
     Limit,
     alternate,
     apply_quick,
+    device_arg,
     forecast,
     loglog_slope,
     recent_slope,
+    run_main,
     timed,
     warm_median,
     write_json,
@@ -78,3 +80,64 @@ def test_write_json_makes_plain_json(tmp_path: Path) -> None:
                                                   "dtype": torch.float32})
     assert json.loads(path.read_text()) == {"x": None, "inf": None, "p": "/tmp/x", "t": [1, 2],
                                             "dtype": "torch.float32"}
+
+
+# --- bad arguments: argparse's error and exit code 2, or one line and exit code 2, never a traceback ------------
+
+BAD_ARGS = [  # (benchmark, argv, what stderr names)
+    ("train_speed", ["--device", "cuda:9"], "--device='cuda:9' but torch sees"),
+    ("train_speed", ["--device", "tpu"], "--device='tpu' is not a device; use auto, cpu, cuda or cuda:N"),
+    ("train_speed", ["--batch", "0"], "argument --batch: 0 is below 1; give a whole number >= 1"),
+    ("train_speed", ["--reps", "many"], "argument --reps: 'many' is not a whole number"),
+    ("train_speed", ["--warmup", "-1"], "argument --warmup: -1 is below 0"),
+    ("train_speed", ["--nanogpt", "/nonexistent/nanoGPT"], "--nanogpt /nonexistent/nanoGPT: no model.py there"),
+    ("generate", ["--batches", "1", "0"], "argument --batches: 0 is below 1"),
+    ("generate", ["--new-tokens", "0"], "argument --new-tokens: 0 is below 1"),
+    ("gpu_decode_check", ["--out", "x.json", "--device", "cuda:9"], "--device='cuda:9' but torch sees"),
+    ("gpu_decode_check", ["--out", "x.json", "--reps", "0"], "argument --reps: 0 is below 1"),
+    ("step_profile", ["demo-gpu", "--steps", "0"], "argument --steps: 0 is below 1"),
+    ("complexity", ["--device", "gpu"], "--device='gpu' is not a device"),
+    ("translate_speed", ["--device", "cuda:9"], "--device='cuda:9' but torch sees"),
+]
+
+
+@pytest.mark.parametrize(("module", "argv", "named"), BAD_ARGS, ids=[f"{m}-{a[-2]}{a[-1]}" for m, a, _ in BAD_ARGS])
+def test_a_bad_argument_is_exit_code_2_and_named(module: str, argv: list[str], named: str,
+                                                 capsys: pytest.CaptureFixture) -> None:
+    import importlib
+
+    parse_args = importlib.import_module(f"benchmarks.{module}").parse_args
+    with pytest.raises(SystemExit) as stopped:
+        parse_args(argv)
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert named in err and "Traceback" not in err
+
+
+def test_device_arg_resolves_as_tformer_does() -> None:
+    assert device_arg("cpu") == "cpu"
+    assert device_arg("auto") == ("cuda:0" if torch.cuda.is_available() else "cpu")
+
+
+def test_a_setting_tformer_refuses_is_one_line_and_exit_code_2(capsys: pytest.CaptureFixture) -> None:
+    from tformer.errors import UserError
+
+    def main() -> None:
+        raise UserError("d_model=64 is not divisible by n_heads=7")
+
+    with pytest.raises(SystemExit) as stopped:
+        run_main(main, "generate")
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err == "generate: d_model=64 is not divisible by n_heads=7\n"
+
+
+def test_generate_refuses_heads_that_do_not_divide_the_width(capsys: pytest.CaptureFixture) -> None:
+    """Through a real benchmark's main: the model's own check, before anything is timed."""
+    from benchmarks import generate
+
+    with pytest.raises(SystemExit) as stopped:
+        run_main(lambda: generate.main(["--device", "cpu", "--layers", "1", "--d-model", "64", "--heads", "7",
+                                        "--vocab", "100", "--new-tokens", "2", "--reps", "1"]), "generate")
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("generate: d_model=64 is not divisible by n_heads=7") and err.count("\n") == 1

@@ -46,7 +46,11 @@ def test_precision_and_ours_only(one_thread: None) -> None:
     assert 0 < result["max_loss0_diff"] < 0.05  # the same weights, one of them run in bfloat16
 
 
-def test_nanogpt_without_its_model_file_is_one_line(tmp_path: Path, one_thread: None) -> None:
-    with pytest.raises(SystemExit, match="no model.py there"):
+def test_nanogpt_without_its_model_file_is_exit_code_2(tmp_path: Path, one_thread: None,
+                                                       capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as stopped:  # refused with the arguments, before anything is timed
         train_speed.main(["--quick", "--threads", "1", "--families", "gpt", "--hf-attention", "sdpa",
                           "--nanogpt", str(tmp_path)])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(f"--nanogpt {tmp_path}: no model.py there (git clone "
+                                                             "https://github.com/karpathy/nanoGPT)")
