@@ -40,6 +40,12 @@
 set -u
 STEPS=${STEPS:-tests train demos}
 want() { [[ " $STEPS " == *" $1 "* ]]; }
+for step in $STEPS; do
+  case $step in tests|profile|profile-compiled|train|decode|demo|demos|demo-best) ;;
+    *) echo "gpu_check.sh: STEPS has '$step'; the steps are tests profile profile-compiled train decode demo demos" \
+            "demo-best" >&2; exit 2 ;;
+  esac
+done
 OUT=${OUT:-$(mktemp -d)}; RUNS=$(mktemp -d); mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/src:$PWD:$PWD/.gpu/slim"
 log() { echo "=== $(date +%T) $*"; }
