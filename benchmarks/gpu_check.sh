@@ -12,8 +12,8 @@
 # figure for the README; then give the machine back.
 #
 # Steps, each bounded by `timeout` so that one failure leaves the others their time:
-#   tests      the GPU paths' tests: precision (bf16, fp16 with its scaler, resume), compile, captured decoding,
-#              bad ids named on the GPU, the loop's numerics
+#   tests      the GPU paths' tests: precision (bf16, fp16 with its scaler, resume), compile (and what it needs:
+#              Triton, a C compiler), captured decoding, bad ids named on the GPU, the loop's numerics
 #   profile    (not in the default STEPS) benchmarks.step_profile on demo-gpu's first (growing) batches: per
 #              step the wall time, the GPU's busy share, kernels, host waits and cudaMallocs, and outside the
 #              steps collation and one evaluation; again with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
@@ -55,7 +55,8 @@ want tests && {
 log "tests of the GPU paths"
 timeout 80 python3 -m pytest -q -p no:cacheprovider -rfE tests/training/test_precision.py \
   tests/decoding/test_static_cache.py tests/cli/test_bad_input.py tests/models/test_host_reads.py \
-  tests/training/test_training_numerics.py > "$OUT/pytest.log" 2>&1; echo "rc=$?"; tail -3 "$OUT/pytest.log"
+  tests/training/test_training_numerics.py tests/training/test_compiling.py > "$OUT/pytest.log" 2>&1
+echo "rc=$?"; tail -3 "$OUT/pytest.log"
 }
 
 want profile && {

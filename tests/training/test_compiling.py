@@ -19,9 +19,11 @@ from tformer.training.compiling import check_compilable, compile_problem
 CPU, GPU = torch.device("cpu"), torch.device("cuda", 0)
 
 
-def test_this_machine_can_compile_for_its_cpu() -> None:
-    assert compile_problem(CPU) is None
-    check_compilable(CPU)
+def test_this_machine_can_compile_for_its_devices() -> None:
+    """The CPU here, and its GPU where it has one (benchmarks/gpu_check.sh runs this file there)."""
+    for device in [CPU] + ([GPU] if torch.cuda.is_available() else []):
+        assert compile_problem(device) is None
+        check_compilable(device)
 
 
 def test_no_cpp_compiler_is_named() -> None:
