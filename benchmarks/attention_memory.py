@@ -66,7 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--budget", type=float, default=10.0, help="seconds one call may take")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--causal", action="store_true", help="causal self-attention (default: bidirectional)")
-    p.add_argument("--device", type=device_arg, default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--device", type=device_arg, default="auto")
     p.add_argument("--dtype", choices=list(DTYPES), default="float32")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="write the results as JSON here")

@@ -40,8 +40,6 @@ import traceback
 from pathlib import Path
 from typing import TextIO
 
-import torch
-
 from benchmarks import machine
 from benchmarks.common import device_arg
 
@@ -206,7 +204,7 @@ def readme(info: dict) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--device", type=device_arg, default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--device", type=device_arg, default="auto")
     p.add_argument("--out-dir", type=Path, default=None, help="default docs/bench (quick: runs/bench-quick)")
     p.add_argument("--skip", nargs="+", choices=PARTS, default=[], help="parts not to run")
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of the whole pipeline")

@@ -68,11 +68,11 @@ def at_least(minimum: int) -> Callable[[str], int]:
     return count
 
 
-def run_main(main: Callable[[], object], prog: str) -> None:
-    """`main()`, with a UserError (a size or setting tformer refuses, e.g. heads that do not divide the width)
-    printed as one line `prog: message` on stderr and exit code 2."""
+def run_main(main: Callable[[], Any], prog: str) -> Any:
+    """`main()`'s value, with a UserError (a size or setting tformer refuses, e.g. heads that do not divide the
+    width) printed as one line `prog: message` on stderr and exit code 2."""
     try:
-        main()
+        return main()
     except UserError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -45,17 +45,19 @@ from tformer.decoding.captured import DecodeGraphs
 from tformer.decoding.layout import DecodingLayout
 
 
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    """The GPT's sizes and the lengths of its prompt and continuation (gpu_decode_check takes the same)."""
+    for flag, default in (("--layers", 6), ("--d-model", 512), ("--heads", 8), ("--vocab", 8192),
+                          ("--prompt-len", 32), ("--new-tokens", 256)):
+        p.add_argument(flag, type=at_least(1), default=default)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--layers", type=at_least(1), default=6)
-    p.add_argument("--d-model", type=at_least(1), default=512)
-    p.add_argument("--heads", type=at_least(1), default=8)
-    p.add_argument("--vocab", type=at_least(1), default=8192)
-    p.add_argument("--prompt-len", type=at_least(1), default=32)
-    p.add_argument("--new-tokens", type=at_least(1), default=256)
+    add_model_args(p)
     p.add_argument("--batches", type=at_least(1), nargs="+", default=[1, 8])
     p.add_argument("--reps", type=at_least(1), default=5, help="timed repetitions per contender and batch (median)")
-    p.add_argument("--device", type=device_arg, default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--device", type=device_arg, default="auto")
     p.add_argument("--dtype", choices=list(DTYPES), default="float32")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--compile", action="store_true",

@@ -40,7 +40,7 @@ from torch import nn
 
 import tformer
 from benchmarks.common import alternate, at_least, device_arg, run_main, sync, timed, write_json
-from benchmarks.generate import build_pair
+from benchmarks.generate import add_model_args, build_pair
 from tformer.data.device import DTYPES
 from tformer.decoding import beam_search, generate, generate_greedy, greedy
 from tformer.decoding.captured import DecodeGraphs
@@ -51,12 +51,7 @@ TINY = dict(layers=1, d_model=32, heads=2, vocab=128, prompt_len=8, new_tokens=1
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--layers", type=at_least(1), default=6)
-    p.add_argument("--d-model", type=at_least(1), default=512)
-    p.add_argument("--heads", type=at_least(1), default=8)
-    p.add_argument("--vocab", type=at_least(1), default=8192)
-    p.add_argument("--prompt-len", type=at_least(1), default=32)
-    p.add_argument("--new-tokens", type=at_least(1), default=256)
+    add_model_args(p)
     p.add_argument("--check-tokens", type=at_least(1), default=64, help="new tokens of the float32 token check")
     p.add_argument("--source-len", type=at_least(1), default=32, help="source tokens of the translation rows")
     p.add_argument("--batches", type=at_least(1), nargs="+", default=[1, 8])

@@ -87,7 +87,7 @@ def summary(info: dict[str, Any], measured: dict[str, float]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--device", type=device_arg, default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--device", type=device_arg, default="auto")
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     p.add_argument("--n", type=int, default=2048, help="matmul size")
     p.add_argument("--mib", type=int, default=256, help="MiB copied / read by the bandwidth measurements")

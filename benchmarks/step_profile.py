@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from torch.autograd import DeviceType
 
-from benchmarks.common import at_least, sync, timed, write_json
+from benchmarks.common import at_least, run_main, sync, timed, write_json
 from tformer.data.device import resolve_device
 from tformer.errors import UserError
 from tformer.tasks import load_recipe
@@ -156,11 +156,7 @@ def main(argv: list[str] | None = None) -> dict:
     """Measure, print the report and (--out) write the JSON; returns the results. A recipe or override that
     cannot be used is a one-line message and exit code 2 (SystemExit)."""
     args = parse_args(argv)
-    try:
-        result = measure(args)
-    except UserError as e:
-        print(f"step_profile: {e}", file=sys.stderr)
-        raise SystemExit(2) from None
+    result = run_main(lambda: measure(args), "step_profile")
     print(report(result), flush=True)
     if args.out is not None:
         write_json(args.out, result)

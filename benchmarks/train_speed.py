@@ -81,7 +81,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--steps-per-rep", type=at_least(1), default=2)
     p.add_argument("--warmup", type=at_least(0), default=2, help="untimed steps per contender first")
     p.add_argument("--threads", type=at_least(1), default=None, help="torch intra-op threads (default: torch's)")
-    p.add_argument("--device", type=device_arg, default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--device", type=device_arg, default="auto")
     p.add_argument("--precision", choices=["fp32", *AUTOCAST_DTYPES], default="fp32",
                    help="autocast dtype of forward and loss (fp16: with a loss scaler)")
     p.add_argument("--compile", action="store_true", help="torch.compile each contender's forward and loss as one")
@@ -172,8 +172,6 @@ def nanogpt_model(directory: Path, config: tformer.config.TransformerConfig, gpt
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("nanogpt_model", directory / "model.py")
-    if spec is None or not (directory / "model.py").is_file():
-        raise SystemExit(f"--nanogpt {directory}: no model.py there (git clone https://github.com/karpathy/nanoGPT)")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # torch.compile imports the module of the code it traces by name
     spec.loader.exec_module(module)

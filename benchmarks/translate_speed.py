@@ -67,7 +67,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--src-len", type=int, default=20, help="longest source sentence (real lengths vary down to half)")
     p.add_argument("--new-tokens", type=int, default=32)
     p.add_argument("--reps", type=int, default=5, help="timed repetitions per contender (median)")
-    p.add_argument("--device", type=device_arg, default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--device", type=device_arg, default="auto")
     p.add_argument("--dtype", choices=list(DTYPES), default="float32")
     p.add_argument("--init-std", type=float, default=0.3,
                    help="normal(0, std) weights: large enough that the outputs depend on the source")
