@@ -42,9 +42,9 @@ from torch import Tensor, nn
 from tformer.configio import shown
 from tformer.decoding.beam_steps import EagerSteps, FixedSteps
 from tformer.decoding.captured import DecodeGraphs, bucket, use_capture
-from tformer.decoding.constraints import Repetition, force, forced_at, prefix_table, with_prefix_room
+from tformer.decoding.constraints import Repetition, force, forced_at
 from tformer.decoding.layout import DecodingLayout
-from tformer.decoding.steps import eval_mode, max_lengths, source_lengths
+from tformer.decoding.steps import encode_source, eval_mode
 from tformer.errors import UserError
 
 LENPEN_KINDS = ("fairseq", "gnmt")
@@ -192,13 +192,8 @@ def beam_search(model: nn.Module, src: Tensor, *, beam: int = 4, lenpen: float =
         return max(normalise(best_live, length + 1), normalise(best_live, limit)) > hyps[-1].score
 
     with eval_mode(model, rows=src.shape[0] * beam, layout=layout):
-        src_valid = src != config.pad_id  # (B, S)
-        limits = max_lengths(source_lengths(src, pad_id=config.pad_id), max_len_a=max_len_a,
-                             max_len_b=max_len_b, limit=config.max_len)
-        forced = prefix_table(prefixes, rows=src.shape[0], eos_id=config.eos_id, max_len=config.max_len,
-                              device=src.device)  # (B, L) or None
-        limits = with_prefix_room(limits, prefixes, cap=config.max_len)
-        memory = model.encode(src, src_valid)  # (B, S, d)
+        src_valid, memory, limits, forced = encode_source(model, src, max_len_a=max_len_a, max_len_b=max_len_b,
+                                                          prefixes=prefixes)  # (B, S), (B, S, d)
         steps = decoder_steps(model, memory, src_valid, beam=beam, limits=limits, use_cache=use_cache,
                               captured=captured, graphs=graphs)
         device = memory.device

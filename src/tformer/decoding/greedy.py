@@ -20,10 +20,10 @@ import torch
 from torch import Tensor, nn
 
 from tformer.decoding.captured import DecodeGraphs, use_capture
-from tformer.decoding.constraints import Repetition, force, forced_at, prefix_table, with_prefix_room
+from tformer.decoding.constraints import Repetition, force, forced_at
 from tformer.decoding.layout import DecodingLayout
 from tformer.decoding.static import greedy_fixed
-from tformer.decoding.steps import eval_mode, max_lengths, next_log_probs, reorder_rows, source_lengths
+from tformer.decoding.steps import encode_source, eval_mode, next_log_probs, reorder_rows
 
 
 @torch.inference_mode()
@@ -43,13 +43,8 @@ def greedy(model: nn.Module, src: Tensor, *, max_len_a: float = 1.2, max_len_b: 
     config = model.config
     captured = use_capture(capture, model, use_cache=use_cache)
     with eval_mode(model, rows=src.shape[0], layout=layout):
-        src_valid = src != config.pad_id  # (B, S)
-        limits = max_lengths(source_lengths(src, pad_id=config.pad_id), max_len_a=max_len_a,
-                             max_len_b=max_len_b, limit=config.max_len)
-        forced = prefix_table(prefixes, rows=src.shape[0], eos_id=config.eos_id, max_len=config.max_len,
-                              device=src.device)  # (B, L) or None
-        limits = with_prefix_room(limits, prefixes, cap=config.max_len)
-        memory = model.encode(src, src_valid)  # (B, S, d)
+        src_valid, memory, limits, forced = encode_source(model, src, max_len_a=max_len_a, max_len_b=max_len_b,
+                                                          prefixes=prefixes)  # (B, S), (B, S, d)
         if captured:
             return greedy_fixed(model, memory, src_valid, limits=limits, forced=forced, repetition=repetition,
                                 graphs=graphs)

@@ -3,6 +3,7 @@ and scoring.
 
     eval_mode(model)                       dropout off (and the decoding layout for one row) meanwhile
     source_lengths, max_lengths            how many target tokens each sentence may get
+    encode_source(model, src, ...)         a translation search's start: lengths, forced prefixes, encoder
     next_log_probs(model, prefix, ...)     log p(v | y_<t, x) for every row: one decoder step
     last_log_probs(logits, ...)            its last part: logits -> log-probabilities, pad never proposed
     next_logits(model, ids, valid, ...)    GPT generation's step: logits of the token after each prompt
@@ -22,12 +23,13 @@ B batch (sentences), S source length, t tokens generated so far, N rows still de
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 
 import torch
 from torch import Tensor, nn
 
+from tformer.decoding.constraints import prefix_table, with_prefix_room
 from tformer.decoding.layout import DecodingLayout
 from tformer.errors import UserError
 from tformer.models.gpt import left_padded_positions
@@ -70,6 +72,21 @@ def max_lengths(lengths: Tensor, *, max_len_a: float, max_len_b: int, limit: int
         raise UserError(f"max_len_a={max_len_a}, max_len_b={max_len_b} allow no target token for a source "
                          f"of length {int(lengths[out.index(min(out))])}; the maximum length must be at least 1")
     return out
+
+
+def encode_source(model: nn.Module, src: Tensor, *, max_len_a: float, max_len_b: int,
+                  prefixes: Sequence[Sequence[int]] | None) -> tuple[Tensor, Tensor, list[int], Tensor | None]:
+    """What greedy and beam search start from, for a padded batch `src` (B, S): the source's real positions
+    (B, S), the encoder's output memory (B, S, d), each sentence's maximum target length (room made for its
+    forced prefix) and the forced-prefix table (B, L) or None (`constraints.prefix_table`)."""
+    config = model.config
+    src_valid = src != config.pad_id  # (B, S)
+    limits = max_lengths(source_lengths(src, pad_id=config.pad_id), max_len_a=max_len_a, max_len_b=max_len_b,
+                         limit=config.max_len)
+    forced = prefix_table(prefixes, rows=src.shape[0], eos_id=config.eos_id, max_len=config.max_len,
+                          device=src.device)  # (B, L) or None
+    limits = with_prefix_room(limits, prefixes, cap=config.max_len)
+    return src_valid, model.encode(src, src_valid), limits, forced
 
 
 def next_log_probs(model: nn.Module, prefix: Tensor, memory: Tensor, src_valid: Tensor, *,
