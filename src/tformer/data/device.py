@@ -35,7 +35,12 @@ def to_device(obj: T, device: torch.device | str) -> T:
 def tensors_in(obj: object) -> list[torch.Tensor]:
     """Every tensor in a batch, in `map_tensors`' order: the same positions for every batch of one task."""
     found: list[torch.Tensor] = []
-    map_tensors(obj, lambda t: found.append(t) or t)
+
+    def keep(t: torch.Tensor) -> torch.Tensor:
+        found.append(t)
+        return t
+
+    map_tensors(obj, keep)
     return found
 
 

@@ -21,7 +21,7 @@ import math
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,7 +150,7 @@ def _start(model: nn.Module, config: TransformerConfig, task: Task, train: Train
 
 
 def _loss_of(task: Task, model: nn.Module, compile: bool, world: dist.World, *,
-             batches: list[Any] = ()) -> Callable[[Any], Tensor]:
+             batches: Sequence[Any] = ()) -> Callable[[Any], Tensor]:
     """The steps' loss of a micro-batch. With `compile`, one torch.compile of the forward and the loss
     together, so that the loss's log-softmax over the vocabulary fuses with the output layer instead of
     materialising (tokens, V) float32 tensors (as nanoGPT, whose model returns its loss); under torchrun the
@@ -180,7 +180,7 @@ def _loss_of(task: Task, model: nn.Module, compile: bool, world: dist.World, *,
     return loss
 
 
-def varying_dims(batches: list[Any]) -> list[list[int]]:
+def varying_dims(batches: Sequence[Any]) -> list[list[int]]:
     """For each tensor of a batch (`tensors_in` order), the dims whose size is not the same in all `batches`."""
     shapes = [[t.shape for t in tensors_in(b)] for b in batches]
     if not shapes:
