@@ -13,7 +13,7 @@ from tformer.models.presets import build_model
 from tformer.tasks import TASKS, load_recipe
 from tformer.tasks import lm as lm_task
 from tformer.tasks.base import ModelSpec
-from tformer.tasks.lm import LMDataConfig, LMRecipe, LMTask, SampleConfig, model_config, train_lm
+from tformer.tasks.lm import LMDataConfig, LMRecipe, LMTask, SampleSection, model_config, train_lm
 from tformer.tokenization import CharTokenizer
 from tformer.training.config import TrainConfig
 from tformer.training.optim import OptimConfig
@@ -52,7 +52,7 @@ def recipe_for(tmp_path, *, max_steps: int, block_size: int = 32, **data) -> LMR
         train=TrainConfig(max_steps=max_steps, eval_every=max_steps, log_every=10, label_smoothing=0.0,
                           optim=OptimConfig(name="adamw", lr=1e-2, betas=(0.9, 0.95), weight_decay=0.0),
                           schedule=ScheduleConfig(name="cosine", warmup=10, total_steps=max(max_steps, 20))),
-        sample=SampleConfig(prompts=["", "the cat"], max_new_tokens=20),
+        sample=SampleSection(prompts=["", "the cat"], max_new_tokens=20),
     )
 
 
@@ -112,7 +112,7 @@ def test_model_config_and_generate(tmp_path) -> None:  # noqa: ANN001
     assert isinstance(config, GPTConfig) and config.max_len == 300 and config.vocab_size == tok.vocab_size
     assert config.bos_id == config.eos_id == tok.eos_id  # a document starts after the </s> separator
     model = build_model(config)
-    sample = SampleConfig(prompts=["ab", "c" * 400], max_new_tokens=1000, temperature=1.0, top_k=3)
+    sample = SampleSection(prompts=["ab", "c" * 400], max_new_tokens=1000, temperature=1.0, top_k=3)
     texts = lm_task.sample_texts(model, tok, sample, seed=3)
     assert texts == lm_task.sample_texts(model, tok, sample, seed=3)  # reproducible per seed
     assert texts[0].startswith("ab") and len(texts[0]) <= 2 + 299 and texts[1].startswith("c" * 400)

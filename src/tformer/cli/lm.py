@@ -18,6 +18,7 @@ import json
 from typing import TYPE_CHECKING
 
 from tformer.cli import options, shared
+from tformer.decoding.settings import SampleConfig
 from tformer.errors import UserError
 
 if TYPE_CHECKING:
@@ -36,17 +37,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true",
                    help="one JSON object a line for each sample: prompt, its number, sample number, seed, text")
     p.add_argument("--max-new-tokens", type=options.integer(), default=200, help="tokens written after a prompt")
-    p.add_argument("--temperature", type=options.real(), default=1.0, help="0 = greedy")
-    p.add_argument("--top-k", type=options.integer(), default=None,
-                   help="sample among the K likeliest tokens (default: none: no top-k filter)")
-    p.add_argument("--top-p", type=options.real(), default=None,
-                   help="sample among the likeliest tokens whose probabilities sum to P (nucleus sampling; "
-                        "default: none: no nucleus filter)")
-    p.add_argument("--seed", type=options.SEED, default=None,
-                   help="makes sampling reproducible (0 .. 2**64 - 1); sample k overall uses SEED + k (default: "
-                        "none: torch's global generator)")
-    p.add_argument("--no-stop", action="store_true", help="do not stop at the end-of-text token")
-    shared.add_repetition(p, default="off; the prompt counts as written")
+    shared.add_settings(p, SampleConfig)  # --temperature ... --seed (sample k overall uses SEED + k), --no-stop
     shared.add_placement(p, int8=True)
     p.set_defaults(run=cmd_generate)
 
@@ -64,12 +55,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 def cmd_generate(args: argparse.Namespace) -> int:
     from tformer.data.lines import read_lines
     from tformer.decoding.generate import check_max_new_tokens
-    from tformer.decoding.sampling import check_sampling
-    from tformer.inference import load, repetition_of, sample_prompts
+    from tformer.inference import load, sample_prompts, with_given
 
     check_max_new_tokens(args.max_new_tokens, what="--max-new-tokens")
-    check_sampling(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)  # before the load
-    repetition = repetition_of(args.no_repeat_ngram_size, args.repetition_penalty)
+    settings = with_given(SampleConfig(), **shared.settings_given(args, SampleConfig))  # checked before the load
     shared.check_output(args.output)
     prompts = list(args.prompt or [])
     if args.input is not None or not prompts:
@@ -77,11 +66,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     loaded = load(args.checkpoint, command="generate", **shared.placement(args))
     stream = not args.json and shared.is_std(args.output)  # text to stdout: each piece as it is sampled
     total, out = len(prompts) * args.num_samples, []
-    samples = sample_prompts(loaded.model, loaded.tokenizer, prompts, num_samples=args.num_samples,
-                             max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
-                             top_p=args.top_p, seed=args.seed, stop_at_eos=not args.no_stop,
+    samples = sample_prompts(loaded.decoder, loaded.tokenizer, prompts, settings, num_samples=args.num_samples,
+                             max_new_tokens=args.max_new_tokens,
                              on_text=(lambda _prompt, _sample, piece: shared.write_text(shared.STD, piece))
-                             if stream else None, layout=loaded.layout, graphs=loaded.graphs, repetition=repetition)
+                             if stream else None)
     shared.unknown_warner(loaded.tokenizer)(prompts)  # once every prompt has passed its checks
     for k, s in enumerate(samples):
         if args.json:

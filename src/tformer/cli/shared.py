@@ -13,7 +13,9 @@ input (translate, classify): line by line as the lines arrive from a pipe, whole
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
+import typing
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -42,14 +44,29 @@ def add_output(p: argparse.ArgumentParser, what: str) -> None:
                    help=f"{what}, one a line; - for stdout (a file is written whole, atomically, at the end)")
 
 
-def add_repetition(p: argparse.ArgumentParser, *, default: str) -> None:
-    """--no-repeat-ngram-size and --repetition-penalty (`decoding.Repetition`, which checks their range, so
-    the command line, a recipe and the server refuse the same values in the same words)."""
-    p.add_argument("--no-repeat-ngram-size", type=options.integer(), default=None, metavar="N",
-                   help=f"never write the same N tokens twice (0 = off; default: {default})")
-    p.add_argument("--repetition-penalty", type=options.real(), default=None, metavar="X",
-                   help="make each token already written less likely, as CTRL: a number >= 1 (1 = off; "
-                        f"1.2 is usual; default: {default})")
+def add_settings(p: argparse.ArgumentParser, cls: type, *, default: str = "{}") -> None:
+    """One flag for each field of a settings class (`decoding.settings`): --beam for `beam`, --no-stop for a
+    field `stop` that is on by default; its help from the field, its default None (not given: the settings'
+    own, or a run's recipe's), `default` saying which (formatted with the field's default)."""
+    from tformer.decoding.settings import settings_fields
+
+    for f, kind in settings_fields(cls):
+        meta, flag = f.metadata, "--" + f.name.replace("_", "-")
+        if kind is bool:
+            p.add_argument(f"--no-{f.name.replace('_', '-')}", dest=f.name, action="store_const", const=False,
+                           default=None, help=f"do not {meta['help']}")
+            continue
+        base = kind if kind in (int, float, str) else next(t for t in typing.get_args(kind) if t is not type(None))
+        parse = {int: options.integer(low=meta["low"], high=meta["high"]), float: options.real(), str: str}[base]
+        shown = "none" if f.default is None else f.default
+        metavar = meta["metavar"] or {int: "N", float: "X", str: "WORD"}[base]
+        p.add_argument(flag, type=parse, default=None, metavar=metavar,
+                       help=f"{meta['help']} (default: {default.format(shown)})")
+
+
+def settings_given(args: argparse.Namespace, cls: type) -> dict:
+    """The settings of `cls` given on the command line (`add_settings`'s flags; those not given are None)."""
+    return {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)}
 
 
 def add_placement(p: argparse.ArgumentParser, *, int8: bool = False) -> None:
@@ -153,5 +170,5 @@ def answer_lines(args: argparse.Namespace, answer: Callable[[list[str], int], It
         write_text(args.output, "".join(done))
 
 
-__all__ = ["STD", "HelpFormatter", "add_input", "add_no_progress", "add_output", "add_placement", "add_repetition",
+__all__ = ["STD", "HelpFormatter", "add_input", "add_no_progress", "add_output", "add_placement", "add_settings",
            "answer_lines", "check_output", "is_std", "placement", "progress", "unknown_warner", "warn", "write_text"]

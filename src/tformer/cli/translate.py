@@ -1,14 +1,13 @@
 """Translation commands:
 
-    tformer translate --checkpoint DIR [-i F] [-o F] [--truncate] [--prefix] [--n-best K] [--json] [--beam N]
-                      [--lenpen X] [--stopping S] [--batch-size N] [--no-repeat-ngram-size N]
-                      [--repetition-penalty X] [--device D] [--dtype T]
-    tformer evaluate --checkpoint DIR [--split test] [--limit N] [--json] [--hyp-out F] [-o F] [--beam N]
-                     [--lenpen X] [--stopping S] [--batch-size N] [--no-repeat-ngram-size N]
-                     [--repetition-penalty X] [--device D] [--dtype T] [--no-progress]
+    tformer translate --checkpoint DIR [-i F] [-o F] [--truncate] [--prefix] [--n-best K] [--json]
+                      [decoding settings] [--device D] [--dtype T]
+    tformer evaluate --checkpoint DIR [--split test] [--limit N] [--json] [--hyp-out F] [-o F]
+                     [decoding settings] [--device D] [--dtype T] [--no-progress]
     tformer demo CONFIG.yaml|NAME [key=value ...] [--overwrite] [--no-progress]
 
-Decoding settings not given come from the run's recipe.yaml beside the checkpoint
+The decoding settings are one flag per field of `decoding.DecodeConfig` (--beam, --lenpen, --stopping,
+--batch-size, ...); those not given come from the run's recipe.yaml beside the checkpoint
 (`inference.run_decode`), else the defaults. Input is read by `data.lines.line_batches` (one sentence
 a line, split at "\n" only; from a pipe, each line as it arrives, translated with those already waiting) and
 the translations written one a line: to stdout after each batch, or by `files.write_output`, which writes a
@@ -73,37 +72,32 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def add_decode_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--beam", type=options.integer(), default=None,
-                   help="beam size (1 = greedy; default: the recipe's decode.beam, else 4)")
-    p.add_argument("--lenpen", type=options.real(), default=None,
-                   help="length penalty exponent, a finite number (default: the recipe's, else 1.0)")
-    p.add_argument("--stopping", default=None,
-                   help="when a beam search ends: finished (once beam hypotheses have finished, as fairseq and "
-                        "CTranslate2) or best (once no live one can beat them; more steps); default: the recipe's")
-    p.add_argument("--batch-size", type=options.integer(), default=None,
-                   help="sentences per decoding batch (default: the recipe's, else 64)")
-    shared.add_repetition(p, default="the recipe's, else off")
+    """A flag for each decoding setting (`decoding.DecodeConfig`), over the run's recipe's."""
+    from tformer.decoding.settings import DecodeConfig
+
+    shared.add_settings(p, DecodeConfig, default="the recipe's decode: section, else {}")
 
 
 def decode_args(args: argparse.Namespace) -> dict:
-    return {"beam": args.beam, "lenpen": args.lenpen, "stopping": args.stopping, "batch_size": args.batch_size,
-            "no_repeat_ngram_size": args.no_repeat_ngram_size, "repetition_penalty": args.repetition_penalty}
+    from tformer.decoding.settings import DecodeConfig
+
+    return shared.settings_given(args, DecodeConfig)
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
     from tformer.data.lines import source_name
     from tformer.inference import (
         check_n_best,
-        decode_config,
         load,
         run_decode,
         split_prefixes,
         translate,
         translate_n_best,
+        with_given,
     )
 
     shared.check_output(args.output)  # refuse an output that cannot be written before decoding, not after
-    decode = decode_config(run_decode(args.checkpoint), **decode_args(args))
+    decode = with_given(run_decode(args.checkpoint), **decode_args(args))
     if args.n_best is not None:
         check_n_best(args.n_best, beam=decode.beam, what="--n-best")
     loaded = load(args.checkpoint, command="translate", **shared.placement(args))
@@ -111,13 +105,13 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
     def answer(lines: list[str], first: int) -> list[str]:
         sources, prefixes = split_prefixes(lines) if args.prefix else (lines, None)
-        common = dict(prefixes=prefixes, truncate=args.truncate, where=source_name(args.input), first_line=first,
-                      layout=loaded.layout, graphs=loaded.graphs)
+        common = dict(prefixes=prefixes, truncate=args.truncate, where=source_name(args.input), first_line=first)
         if args.n_best is None and not args.json:
-            out = translate(loaded.model, loaded.tokenizer, sources, decode, **common)
+            out = translate(loaded.decoder, loaded.tokenizer, sources, decode, **common)
             check_unknown(sources + [p for p in prefixes or [] if p])  # once the batch passed its checks
             return out
-        found = translate_n_best(loaded.model, loaded.tokenizer, sources, decode, n_best=args.n_best or 1, **common)
+        found = translate_n_best(loaded.decoder, loaded.tokenizer, sources, decode, n_best=args.n_best or 1,
+                                 **common)
         check_unknown(sources + [p for p in prefixes or [] if p])
         if not args.json:  # fairseq's n-best lists: the line's number, the hypothesis's score, its text
             return [f"{first + k}\t{c.score:.4f}\t{c.text}" for k, hyps in enumerate(found) for c in hyps]
@@ -132,7 +126,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from tformer.data.lines import format_lines
     from tformer.files import write_output
-    from tformer.inference import decode_config
+    from tformer.inference import with_given
     from tformer.tasks.translation import evaluate_checkpoint, evaluation_report, run_recipe
 
     if args.limit is not None and args.limit < 1:
@@ -140,7 +134,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     shared.check_output(args.output)
     shared.check_output(args.hyp_out, what="--hyp-out")
     recipe = run_recipe(args.checkpoint, command="evaluate", required=True)
-    decode = decode_config(recipe.decode, **decode_args(args))
+    decode = with_given(recipe.decode, **decode_args(args))
     scores, pairs, hyps = evaluate_checkpoint(args.checkpoint, recipe.data, args.split, decode, limit=args.limit,
                                               progress=shared.progress(args), **shared.placement(args))
     if args.hyp_out is not None:  # "-": the translations, then the report, on stdout

@@ -41,9 +41,9 @@ from torch import Tensor, nn
 
 from tformer.configio import shown
 from tformer.decoding.beam_steps import EagerSteps, FixedSteps
-from tformer.decoding.captured import DecodeGraphs, bucket, use_capture
+from tformer.decoding.captured import bucket
 from tformer.decoding.constraints import Repetition, force, forced_at
-from tformer.decoding.layout import DecodingLayout
+from tformer.decoding.decoder import Decoder, decoder_of
 from tformer.decoding.steps import encode_source, eval_mode
 from tformer.errors import UserError
 
@@ -135,13 +135,12 @@ def _live(cand_scores: Tensor, is_eos: Tensor, *, beam: int) -> Tensor:
     return rank.topk(beam, dim=1, largest=False).indices
 
 
-def decoder_steps(model: nn.Module, memory: Tensor, src_valid: Tensor, *, beam: int, limits: list[int],
-                  use_cache: bool, captured: bool, graphs: DecodeGraphs | None) -> EagerSteps | FixedSteps:
-    """The decoder's steps for one batch: dynamic, or fixed-shape (kept in `graphs`) and started."""
-    if not captured:
+def decoder_steps(decoder: Decoder, memory: Tensor, src_valid: Tensor, *, beam: int, limits: list[int],
+                  use_cache: bool) -> EagerSteps | FixedSteps:
+    """The decoder's steps for one batch: dynamic, or fixed-shape (kept in the decoder's graphs) and started."""
+    model, graphs = decoder.model, decoder.graphs
+    if not decoder.fixed(use_cache=use_cache):
         return EagerSteps(model, memory, src_valid, slots=max(limits), use_cache=use_cache)
-    graphs = graphs if graphs is not None else DecodeGraphs(model)
-    graphs.check(model)
     rows, source = src_valid.shape
     slots = bucket(max(limits), cap=model.config.max_len)
     steps = graphs.get(("beam", rows, beam, source, slots),
@@ -151,29 +150,28 @@ def decoder_steps(model: nn.Module, memory: Tensor, src_valid: Tensor, *, beam: 
 
 
 @torch.inference_mode()
-def beam_search(model: nn.Module, src: Tensor, *, beam: int = 4, lenpen: float = 1.0,
+def beam_search(model: nn.Module | Decoder, src: Tensor, *, beam: int = 4, lenpen: float = 1.0,
                 lenpen_kind: str = "fairseq", max_len_a: float = 1.2, max_len_b: int = 10, n_best: int = 1,
-                stopping: str = "finished", use_cache: bool = True, layout: DecodingLayout | None = None,
-                repetition: Repetition | None = None, prefixes: Sequence[Sequence[int]] | None = None,
-                capture: bool | None = None, graphs: DecodeGraphs | None = None) -> list[list[Hypothesis]]:
+                stopping: str = "finished", use_cache: bool = True, repetition: Repetition | None = None,
+                prefixes: Sequence[Sequence[int]] | None = None) -> list[list[Hypothesis]]:
     """Beam-search translations of a padded batch `src` (B, S) (padding = config.pad_id).
 
     Returns, per sentence, its `n_best` hypotheses sorted by score, best first. `lenpen` and `lenpen_kind`
     set the length normalisation, `max_len_a` and `max_len_b` the maximum length int(a * n + b) for a source
     of n real tokens (as `greedy`); `stopping` when a sentence is done (STOPPING, the module docstring);
-    `use_cache` decodes incrementally (same result, fewer FLOPs); `layout`, `repetition` and `prefixes`: as
+    `use_cache` decodes incrementally (same result, fewer FLOPs); `model`, `repetition` and `prefixes`: as
     `greedy`'s (a forced token's log-probability counts in the hypothesis's; a repetition penalty's changes
-    count too, as the scores the search ranks). `capture`, `graphs`: captured decoding, as `generate`'s: the
-    decoder's step (caches' reorder included) is replayed as a CUDA graph, the search stays on the host
-    (`beam_steps.FixedSteps`).
+    count too, as the scores the search ranks). Captured (the `Decoder`'s choice): the decoder's step (caches'
+    reorder included) is replayed as a CUDA graph, the search stays on the host (`beam_steps.FixedSteps`).
 
     A function should stay near 60 lines; this one is longer on purpose: one step of the search reads top to
     bottom as the algorithm goes (candidates, finished, live, prune, reorder), and the three closures share the
     call's settings."""
+    decoder = decoder_of(model)
+    model = decoder.model
     config = model.config
     _check(beam=beam, n_best=n_best, lenpen=lenpen, lenpen_kind=lenpen_kind, stopping=stopping,
            vocab_size=config.vocab_size)
-    captured = use_capture(capture, model, use_cache=use_cache)
 
     def normalise(log_prob: float, length: int) -> float:
         return log_prob / length_penalty(length, lenpen=lenpen, kind=lenpen_kind)
@@ -191,11 +189,10 @@ def beam_search(model: nn.Module, src: Tensor, *, beam: int = 4, lenpen: float =
             return False
         return max(normalise(best_live, length + 1), normalise(best_live, limit)) > hyps[-1].score
 
-    with eval_mode(model, rows=src.shape[0] * beam, layout=layout):
+    with eval_mode(model, rows=src.shape[0] * beam, layout=decoder.layout):
         src_valid, memory, limits, forced = encode_source(model, src, max_len_a=max_len_a, max_len_b=max_len_b,
                                                           prefixes=prefixes)  # (B, S), (B, S, d)
-        steps = decoder_steps(model, memory, src_valid, beam=beam, limits=limits, use_cache=use_cache,
-                              captured=captured, graphs=graphs)
+        steps = decoder_steps(decoder, memory, src_valid, beam=beam, limits=limits, use_cache=use_cache)
         device = memory.device
         sentence = torch.arange(src.shape[0], device=device)  # (N,) live sentences
         scores = torch.zeros(src.shape[0], 1, device=device)  # (N, k) log-prob of each live prefix; k = 1 first

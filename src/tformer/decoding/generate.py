@@ -26,9 +26,8 @@ from torch import Tensor, nn
 from tformer.configio import shown
 from tformer.data.device import device_of
 from tformer.data.padding import pad, valid_mask
-from tformer.decoding.captured import DecodeGraphs, use_capture
 from tformer.decoding.constraints import NONE, Repetition
-from tformer.decoding.layout import DecodingLayout
+from tformer.decoding.decoder import Decoder, decoder_of
 from tformer.decoding.sampling import check_sampling, sample_next
 from tformer.decoding.static import Sampler, generate_fixed
 from tformer.decoding.steps import eval_mode, next_logits, reorder_rows
@@ -67,12 +66,11 @@ def check_prompts(prompts: Sequence[Sequence[int]], *, max_new_tokens: int, max_
 
 
 @torch.inference_mode()
-def generate(model: nn.Module, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
+def generate(model: nn.Module | Decoder, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
              temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
              stop_tokens: Sequence[int] = (), seed: int | None = None, use_cache: bool = True, pad_id: int = 0,
-             on_token: Callable[[int, int], None] | None = None, layout: DecodingLayout | None = None,
-             repetition: Repetition | None = None, capture: bool | None = None,
-             graphs: DecodeGraphs | None = None) -> list[list[int]]:
+             on_token: Callable[[int, int], None] | None = None,
+             repetition: Repetition | None = None) -> list[list[int]]:
     """Continue each prompt (a list of token ids) by up to `max_new_tokens` tokens.
 
     Returns the new tokens only, one list per prompt, without the stop token that ended it. Sampling:
@@ -80,28 +78,29 @@ def generate(model: nn.Module, prompts: Sequence[Sequence[int]], *, max_new_toke
     `seed` makes the draws reproducible (None: torch's global generator). `pad_id` fills the left padding
     (masked out; any id in the vocabulary). `on_token(row, token_id)` is called for each returned token
     as it is produced, e.g. to stream text to a terminal. The model runs in eval mode and gets its mode
-    back afterwards. `layout`: the model's decoding layout, kept across calls by its holder
-    (`steps.eval_mode`). `repetition`: repeats of the prompt's and the new tokens penalised or banned
-    (`constraints.py`), before temperature and filters. `capture`: decode with fixed-shape steps captured as
-    a CUDA graph (True; on the CPU the same steps run eagerly), or not (False); None, the default, captures
-    on CUDA when the model allows it (`captured.capture_problem`). `graphs`: the buffers and graphs of
-    captured decoding, kept across calls by the model's holder (None: made for this call)."""
+    back afterwards. `model`: a model, or a `Decoder` holding it with its decoding layout and captured steps
+    across calls (`decoding.decoder`). `repetition`: repeats of the prompt's and the new tokens penalised or banned
+    (`constraints.py`), before temperature and filters. The decoder says whether to decode with fixed-shape
+    steps captured as a CUDA graph (on the CPU the same steps run eagerly); a bare model does where it pays
+    (on CUDA, when the model allows it: `captured.capture_problem`)."""
+    decoder = decoder_of(model)
+    model = decoder.model
     check_prompts(prompts, max_new_tokens=max_new_tokens, max_len=model.config.max_len)
     check_sampling(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
     out: list[list[int]] = [[] for _ in prompts]
     if max_new_tokens == 0:
         return out
     device = device_of(model)
-    if use_capture(capture, model, use_cache=use_cache):
-        with eval_mode(model, rows=len(prompts), layout=layout):
+    if decoder.fixed(use_cache=use_cache):
+        with eval_mode(model, rows=len(prompts), layout=decoder.layout):
             ids, valid = left_pad(prompts, pad_id=pad_id, device=device)  # (B, P)
             return generate_fixed(model, ids, valid, max_new_tokens=max_new_tokens,
                                   sampler=Sampler(temperature=temperature, top_k=top_k, top_p=top_p),
                                   stop_tokens=stop_tokens, seed=seed, repetition=repetition, on_token=on_token,
-                                  graphs=graphs)
+                                  graphs=decoder.graphs)
     generator = None if seed is None else torch.Generator(device=device).manual_seed(seed)
     stops = torch.tensor(list(stop_tokens), dtype=torch.long, device=device)  # (number of stop tokens,)
-    with eval_mode(model, rows=len(prompts), layout=layout):
+    with eval_mode(model, rows=len(prompts), layout=decoder.layout):
         ids, valid = left_pad(prompts, pad_id=pad_id, device=device)  # (B, P)
         if len({len(p) for p in prompts}) == 1:
             valid = None  # no padding: no mask in any layer at any step
@@ -130,15 +129,13 @@ def generate(model: nn.Module, prompts: Sequence[Sequence[int]], *, max_new_toke
     return out
 
 
-def generate_greedy(model: nn.Module, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
+def generate_greedy(model: nn.Module | Decoder, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
                     stop_tokens: Sequence[int] = (), use_cache: bool = True, pad_id: int = 0,
-                    on_token: Callable[[int, int], None] | None = None, layout: DecodingLayout | None = None,
-                    repetition: Repetition | None = None, capture: bool | None = None,
-                    graphs: DecodeGraphs | None = None) -> list[list[int]]:
+                    on_token: Callable[[int, int], None] | None = None,
+                    repetition: Repetition | None = None) -> list[list[int]]:
     """`generate` with temperature 0: the most likely token at every step (lowest id on ties)."""
     return generate(model, prompts, max_new_tokens=max_new_tokens, temperature=0.0, stop_tokens=stop_tokens,
-                    use_cache=use_cache, pad_id=pad_id, on_token=on_token, layout=layout, repetition=repetition,
-                    capture=capture, graphs=graphs)
+                    use_cache=use_cache, pad_id=pad_id, on_token=on_token, repetition=repetition)
 
 
 __all__ = ["check_max_new_tokens", "check_prompts", "generate", "generate_greedy", "left_pad", "next_logits"]

@@ -19,35 +19,35 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from tformer.decoding.captured import DecodeGraphs, use_capture
 from tformer.decoding.constraints import Repetition, force, forced_at
-from tformer.decoding.layout import DecodingLayout
+from tformer.decoding.decoder import Decoder, decoder_of
 from tformer.decoding.static import greedy_fixed
 from tformer.decoding.steps import encode_source, eval_mode, next_log_probs, reorder_rows
 
 
 @torch.inference_mode()
-def greedy(model: nn.Module, src: Tensor, *, max_len_a: float = 1.2, max_len_b: int = 10,
-           use_cache: bool = True, layout: DecodingLayout | None = None, repetition: Repetition | None = None,
-           prefixes: Sequence[Sequence[int]] | None = None, capture: bool | None = None,
-           graphs: DecodeGraphs | None = None) -> list[list[int]]:
+def greedy(model: nn.Module | Decoder, src: Tensor, *, max_len_a: float = 1.2, max_len_b: int = 10,
+           use_cache: bool = True, repetition: Repetition | None = None,
+           prefixes: Sequence[Sequence[int]] | None = None) -> list[list[int]]:
     """Greedy translations of a padded batch `src` (B, S) (padding = config.pad_id).
 
     Returns one token list per sentence, without the start symbol and without the end symbol. A sentence
     with n real tokens gets at most int(max_len_a * n + max_len_b) tokens (see the module docstring).
     `repetition`: repeats penalised or banned; `prefixes`: per sentence, the tokens its translation must
     start with (an empty one: none), which are part of what it returns (`constraints.py`).
-    `use_cache` decodes incrementally (same tokens, fewer FLOPs); `layout`: the model's decoding layout, kept
-    across calls by its holder (`steps.eval_mode`). `capture`, `graphs`: captured decoding, as `generate`'s
-    (a forced prefix's steps run outside the graph)."""
+    `use_cache` decodes incrementally (same tokens, fewer FLOPs). `model`: a model, or a `Decoder` holding
+    it with its decoding layout and captured steps across calls, which also says whether to capture (a forced
+    prefix's steps run outside the graph)."""
+    decoder = decoder_of(model)
+    model = decoder.model
     config = model.config
-    captured = use_capture(capture, model, use_cache=use_cache)
-    with eval_mode(model, rows=src.shape[0], layout=layout):
+    captured = decoder.fixed(use_cache=use_cache)
+    with eval_mode(model, rows=src.shape[0], layout=decoder.layout):
         src_valid, memory, limits, forced = encode_source(model, src, max_len_a=max_len_a, max_len_b=max_len_b,
                                                           prefixes=prefixes)  # (B, S), (B, S, d)
         if captured:
             return greedy_fixed(model, memory, src_valid, limits=limits, forced=forced, repetition=repetition,
-                                graphs=graphs)
+                                graphs=decoder.graphs)
         caches = model.new_caches(src.shape[0], max(limits)) if use_cache else None
         sentence = torch.arange(src.shape[0], device=memory.device)  # (N,) sentence of each live row
         limit = torch.tensor(limits, device=memory.device)  # (B,)

@@ -134,10 +134,9 @@ class Generation:
 @torch.inference_mode()
 def generate_fixed(model: nn.Module, ids: Tensor, valid: Tensor, *, max_new_tokens: int, sampler: Sampler,
                    stop_tokens: Sequence[int], seed: int | None, repetition: Repetition | None,
-                   on_token: Callable[[int, int], None] | None, graphs: DecodeGraphs | None) -> list[list[int]]:
+                   on_token: Callable[[int, int], None] | None, graphs: DecodeGraphs) -> list[list[int]]:
     """`generate`'s loop with fixed shapes, over its left-padded prompts ids (B, P) and valid (B, P)."""
     rows, p = ids.shape
-    graphs = graphs if graphs is not None else DecodeGraphs(model)
     graphs.check(model)
     repetition = None if repetition is None or repetition.off else repetition
     stops = tuple(stop_tokens)
@@ -220,11 +219,10 @@ class Translation:
 
 @torch.inference_mode()
 def greedy_fixed(model: nn.Module, memory: Tensor, src_valid: Tensor, *, limits: list[int], forced: Tensor | None,
-                 repetition: Repetition | None, graphs: DecodeGraphs | None) -> list[list[int]]:
+                 repetition: Repetition | None, graphs: DecodeGraphs) -> list[list[int]]:
     """`greedy`'s loop with fixed shapes, from the encoder output memory (B, S, d) and src_valid (B, S)."""
     config = model.config
     rows, source = src_valid.shape
-    graphs = graphs if graphs is not None else DecodeGraphs(model)
     graphs.check(model)
     repetition = None if repetition is None or repetition.off else repetition
     longest = max(limits)

@@ -1,8 +1,8 @@
 """Using a trained model: a checkpoint loaded once (`load` -> `Loaded`: model, config, tokenizer, kind and
-the model's decoding layout), then translated, generated, scored or classified with.
+the model held for decoding, `Loaded.decoder`), then translated, generated, scored or classified with.
 
     load(path, command=...)            the checkpoint, checked for the command, placed, perhaps int8
-    translate(model, tokenizer, ...)   an encoder-decoder's translations (greedy or beam search)
+    translate(decoder, tokenizer, ...) an encoder-decoder's translations, searched as a DecodeConfig says
     translate_n_best(...)              the same search's best hypotheses of each sentence, with their scores
     sample_prompts / continue_prompt   a GPT's continuations, streamed as they come
     score_lines / score_pairs          log-likelihoods under a GPT, or log p(target | source)
@@ -13,6 +13,7 @@ This layer sits below the recipes (`tasks/`), the server (`serve/`) and the CLI,
 above decoding/: it never imports the training loop.
 """
 
+from tformer.decoding.settings import DecodeConfig, SampleConfig, with_given
 from tformer.inference.classify import check_top, classify, label_names, top_labels
 from tformer.inference.generate import (
     Sample,
@@ -26,19 +27,22 @@ from tformer.inference.loaded import NEEDS, Loaded, check_kind, checkpoint_kind,
 from tformer.inference.score import read_scored_lines, score_lines, score_pairs, token_scores
 from tformer.inference.translate import (
     Candidate,
-    DecodeConfig,
+    Encoded,
     check_n_best,
-    decode_config,
+    encode_sentences,
+    n_best_ids,
     prefix_ids,
     run_decode,
     split_prefixes,
     translate,
+    translate_ids,
     translate_n_best,
 )
 from tformer.inference.unknown import Unknown, unknown_tokens, unknown_warning
 
 __all__ = ["NEEDS", "DecodeConfig", "Loaded", "Sample", "TextStream", "check_kind", "check_top", "checkpoint_kind",
-           "classify", "continue_prompt", "decode_config", "label_names", "load", "prompt_ids", "read_scored_lines",
+           "classify", "continue_prompt", "label_names", "load", "prompt_ids", "read_scored_lines",
            "run_decode", "sample_prompts", "score_lines", "score_pairs", "token_scores", "top_labels", "translate"]
-__all__ += ["Candidate", "Unknown", "check_n_best", "prefix_ids", "repetition_of", "split_prefixes",
-            "translate_n_best", "unknown_tokens", "unknown_warning"]
+__all__ += ["Candidate", "Encoded", "SampleConfig", "Unknown", "check_n_best", "encode_sentences", "n_best_ids",
+            "prefix_ids", "repetition_of", "split_prefixes", "translate_ids", "translate_n_best", "unknown_tokens",
+            "unknown_warning", "with_given"]

@@ -6,22 +6,25 @@ B batch, V vocabulary.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from torch import nn
 
 from tformer.config import GPTConfig
 from tformer.data.lines import normalise_text
-from tformer.decoding import Repetition, generate
-from tformer.decoding.captured import DecodeGraphs
+from tformer.decoding.decoder import Decoder, decoder_of, model_of
 from tformer.decoding.generate import check_max_new_tokens
-from tformer.decoding.layout import DecodingLayout
-from tformer.decoding.sampling import check_sampling
+from tformer.decoding.search import sample
+from tformer.decoding.settings import SampleConfig, repetition_of
 from tformer.errors import UserError
+from tformer.tokenization import Tokenizer
+
+DEFAULT = SampleConfig()  # frozen: one shared default
 
 
-def prompt_ids(tokenizer: Any, config: GPTConfig, prompt: str) -> list[int]:
+def prompt_ids(tokenizer: Tokenizer, config: GPTConfig, prompt: str) -> list[int]:
     """The ids a continuation of `prompt` starts from: the model's start token (bos_id, the token a document
     starts after), if it has one, then the prompt's; a ValueError if there are none, or if they fill the
     context and leave no room to generate. A leading byte-order mark is no part of the prompt
@@ -37,19 +40,11 @@ def prompt_ids(tokenizer: Any, config: GPTConfig, prompt: str) -> list[int]:
     return ids
 
 
-def repetition_of(no_repeat_ngram_size: int | None = None, penalty: float | None = None) -> Repetition | None:
-    """The repetition control of a command's or a request's settings (None: each off), checked by
-    `decoding.Repetition` (whose words the command line, a recipe and the server share); None when it is off."""
-    rep = Repetition(no_repeat_ngram_size=0 if no_repeat_ngram_size is None else no_repeat_ngram_size,
-                     penalty=1.0 if penalty is None else penalty)
-    return None if rep.off else rep
-
-
 class TextStream:
     """The text of tokens arriving one at a time: `push(token)` returns the text it adds, holding back a
     multi-byte character until it is whole (a byte-level BPE may split one over several tokens)."""
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: Tokenizer) -> None:
         self.tokenizer, self.ids, self.shown = tokenizer, [], ""
 
     def push(self, token: int) -> str:
@@ -65,24 +60,19 @@ class TextStream:
         return self.tokenizer.decode(self.ids)
 
 
-def continue_prompt(model: nn.Module, tokenizer: Any, prompt: str, *, max_new_tokens: int,
-                    temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
-                    seed: int | None = None, stop_at_eos: bool = True,
-                    on_text: Callable[[str], None] | None = None, layout: DecodingLayout | None = None,
-                    repetition: Repetition | None = None, graphs: DecodeGraphs | None = None) -> str:
-    """The text a GPT writes after `prompt` (read as the start of a document, `prompt_ids`): at most
-    `max_new_tokens` tokens, fewer where the context ends, and it stops at the end-of-text token unless
-    `stop_at_eos` is False. `on_text(piece)` gets the text as it appears, to stream it: the prompt, then
-    the new text of each token (a multi-byte character once it is whole). `layout`: the model's decoding
-    layout, kept by its holder (`Loaded.layout`); `graphs`: its captured decoding steps, the same
-    (`Loaded.graphs`; None: made for this call). `repetition`: repeats of the prompt's and the new tokens
-    penalised or banned (`decoding.Repetition`; the prompt is the start of the text, so it counts)."""
+def continue_prompt(model: nn.Module | Decoder, tokenizer: Tokenizer, prompt: str,
+                    settings: SampleConfig = DEFAULT, *, max_new_tokens: int,
+                    on_text: Callable[[str], None] | None = None) -> str:
+    """The text a GPT writes after `prompt` (read as the start of a document, `prompt_ids`), drawn as
+    `settings` say: at most `max_new_tokens` tokens, fewer where the context ends, stopping at the end-of-text
+    token unless the settings say not to. `on_text(piece)` gets the text as it appears, to stream it: the
+    prompt, then the new text of each token (a multi-byte character once it is whole). `model`: a model, or a
+    `decoding.Decoder` holding it with its decoding state (`Loaded.decoder`). The settings' repetition control
+    counts the prompt: it is the start of the text."""
     check_max_new_tokens(max_new_tokens)
-    check_sampling(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
-    config = model.config
+    config = model_of(model).config
     prompt = normalise_text(prompt)
     ids = prompt_ids(tokenizer, config, prompt)
-    stop = () if not stop_at_eos or config.eos_id is None else (config.eos_id,)
     produced = TextStream(tokenizer)
     if on_text is not None:
         on_text(prompt)
@@ -92,9 +82,8 @@ def continue_prompt(model: nn.Module, tokenizer: Any, prompt: str, *, max_new_to
         if on_text is not None and piece:
             on_text(piece)
 
-    generate(model, [ids], max_new_tokens=min(max_new_tokens, config.max_len - len(ids)), temperature=temperature,
-             top_k=top_k, top_p=top_p, stop_tokens=stop, seed=seed, on_token=stream, layout=layout,
-             repetition=repetition, graphs=graphs)
+    sample(model, [ids], settings, max_new_tokens=min(max_new_tokens, config.max_len - len(ids)),
+           eos_id=config.eos_id, on_token=stream)
     return produced.text
 
 
@@ -108,51 +97,42 @@ class Sample(NamedTuple):
     text: str
 
 
-def sample_prompts(model: nn.Module, tokenizer: Any, prompts: list[str], *, num_samples: int = 1,
-                   max_new_tokens: int, temperature: float = 1.0, top_k: int | None = None,
-                   top_p: float | None = None, seed: int | None = None, stop_at_eos: bool = True,
-                   on_text: Callable[[int, int, str], None] | None = None,
-                   layout: DecodingLayout | None = None, repetition: Repetition | None = None,
-                   graphs: DecodeGraphs | None = None) -> Iterator[Sample]:
+def sample_prompts(model: nn.Module | Decoder, tokenizer: Tokenizer, prompts: list[str],
+                   settings: SampleConfig = DEFAULT, *, num_samples: int = 1, max_new_tokens: int,
+                   on_text: Callable[[int, int, str], None] | None = None) -> Iterator[Sample]:
     """`num_samples` continuations of each prompt (`continue_prompt`), prompt by prompt, as they are written.
     Every prompt is checked before the first is continued (a ValueError names the first that cannot be,
-    counted from 1 when there are several). With `seed`, the k-th continuation overall (from 0) is drawn with
-    seed + k (mod 2**64), so the first is what `continue_prompt(seed=seed)` writes and the others differ.
-    `on_text(prompt, sample, piece)`: the text as it appears, as `continue_prompt`'s `on_text`; `repetition`:
-    as `continue_prompt`'s; `graphs`: as `continue_prompt`'s (None: made once for all the prompts). The
-    checks run at the call; the continuations as the iterator is read."""
+    counted from 1 when there are several). With a seed, the k-th continuation overall (from 0) is drawn with
+    seed + k (mod 2**64), so the first is what `continue_prompt` writes with the same settings and the others
+    differ. `on_text(prompt, sample, piece)`: the text as it appears, as `continue_prompt`'s. A bare model gets
+    one `Decoder` for all the prompts. The checks run at the call; the continuations as the iterator is read."""
     if num_samples < 1:
         raise UserError(f"num_samples={num_samples} must be a positive integer")
     if not prompts:
         raise UserError("there is no prompt to continue; give --prompt TEXT, or prompts one a line on stdin or in "
                          "--input FILE")
     check_max_new_tokens(max_new_tokens)
-    check_sampling(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
     for number, prompt in enumerate(prompts, 1):
         try:
-            prompt_ids(tokenizer, model.config, prompt)
+            prompt_ids(tokenizer, model_of(model).config, prompt)
         except ValueError as e:
             raise UserError(f"prompt {number}: {e}" if len(prompts) > 1 else str(e)) from None
-    return _samples(model, tokenizer, prompts, num_samples=num_samples, max_new_tokens=max_new_tokens,
-                    temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, stop_at_eos=stop_at_eos,
-                    on_text=on_text, layout=layout, repetition=repetition,
-                    graphs=graphs if graphs is not None else DecodeGraphs(model))
+    return _samples(decoder_of(model), tokenizer, prompts, settings, num_samples=num_samples,
+                    max_new_tokens=max_new_tokens, on_text=on_text)
 
 
-def _samples(model: nn.Module, tokenizer: Any, prompts: list[str], *, num_samples: int, max_new_tokens: int,
-             temperature: float, top_k: int | None, top_p: float | None, seed: int | None, stop_at_eos: bool,
-             on_text: Callable[[int, int, str], None] | None, layout: DecodingLayout | None,
-             repetition: Repetition | None, graphs: DecodeGraphs) -> Iterator[Sample]:
+def _samples(decoder: Decoder, tokenizer: Tokenizer, prompts: list[str], settings: SampleConfig, *,
+             num_samples: int, max_new_tokens: int,
+             on_text: Callable[[int, int, str], None] | None) -> Iterator[Sample]:
     """`sample_prompts`' continuations, once its checks have passed (a generator of its own, so that the
     checks run when `sample_prompts` is called, before any caller's output)."""
     k = 0
     for i, prompt in enumerate(prompts):
         for j in range(num_samples):
-            drawn = None if seed is None else (seed + k) % 2**64
+            drawn = None if settings.seed is None else (settings.seed + k) % 2**64
             show = None if on_text is None else (lambda piece, i=i, j=j: on_text(i, j, piece))
-            text = continue_prompt(model, tokenizer, prompt, max_new_tokens=max_new_tokens, temperature=temperature,
-                                   top_k=top_k, top_p=top_p, seed=drawn, stop_at_eos=stop_at_eos, on_text=show,
-                                   layout=layout, repetition=repetition, graphs=graphs)
+            text = continue_prompt(decoder, tokenizer, prompt, dataclasses.replace(settings, seed=drawn),
+                                   max_new_tokens=max_new_tokens, on_text=show)
             yield Sample(i, j, drawn, text)
             k += 1
 

@@ -1,6 +1,6 @@
 """A trained checkpoint loaded once for use: the model (in eval mode, placed, perhaps quantized), its config,
-its tokenizer, what kind of model it is, and the model's decoding state (its CPU weight layout and its
-captured decoding steps), held together in a `Loaded`.
+its tokenizer, what kind of model it is, and the model held for decoding with the state that decoding keeps
+(`decoding.Decoder`), together in a `Loaded`.
 
 Every command that uses a trained model (translate, generate, score, classify, plot attention, serve) loads
 it through `load`, which checks what it can before it reads the weights: the placement (--device, --dtype,
@@ -18,8 +18,7 @@ from torch import nn
 from tformer.checkpoints import build_saved, load_config, load_weights, tokenizer_dir
 from tformer.config import TransformerConfig, family_of
 from tformer.data.device import check_placement, place
-from tformer.decoding.captured import DecodeGraphs
-from tformer.decoding.layout import DecodingLayout
+from tformer.decoding.decoder import Decoder
 from tformer.errors import UserError
 from tformer.quant import check_mode, quantize
 from tformer.tokenization import check_vocabulary, load_tokenizer
@@ -37,10 +36,9 @@ NEEDS: dict[str, tuple[tuple[str, ...], str]] = {
 
 @dataclass(kw_only=True)
 class Loaded:
-    """A checkpoint ready to use. `layout` keeps the model's decoding layout (`decoding.layout`, on the CPU)
-    and `graphs` its captured decoding steps and their buffers (`decoding.captured`, on a GPU) from one
-    decoding call to the next, so that a server or a file of batches captures each shape once; they go with
-    this object."""
+    """A checkpoint ready to use. `decoder` holds the model with its decoding state (`decoding.Decoder`: the
+    CPU weight layout, the captured steps on a GPU) from one decoding call to the next, so that a server or a
+    file of batches makes each copy and captures each shape once; it goes with this object."""
 
     path: str
     model: nn.Module  # in eval mode
@@ -49,12 +47,10 @@ class Loaded:
     kind: str  # seq2seq, gpt, bert, bert classifier (`checkpoint_kind`)
     dtype: str = "float32"  # what the weights were loaded as
     quantization: str | None = None  # "int8": linear layers quantized at load (`tformer.quant`)
-    layout: DecodingLayout = field(init=False, repr=False)
-    graphs: DecodeGraphs = field(init=False, repr=False)
+    decoder: Decoder = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.layout = DecodingLayout(self.model)
-        self.graphs = DecodeGraphs(self.model)
+        self.decoder = Decoder(self.model)
 
 
 def checkpoint_kind(config: TransformerConfig, model_class: str = "") -> str:

@@ -1,13 +1,14 @@
-"""Translating with an encoder-decoder: the decoding settings (`DecodeConfig`, a recipe's `decode:` section),
-`translate`, which the CLI, the server and a translation recipe's evaluation all call, and `translate_n_best`,
-the same search giving each sentence's best hypotheses with their scores.
-
-A translator's run directory holds recipe.yaml beside its checkpoints; its `decode:` section is how the run
-chose to decode, so translating with one of its checkpoints starts from those settings (`run_decode`).
+"""Translating with an encoder-decoder: `translate`, which the CLI, the server and a translation recipe's
+evaluation all call, and `translate_n_best`, the same search giving each sentence's best hypotheses with their
+scores. How they search is one `decoding.DecodeConfig`; a run's recipe.yaml holds the settings the run chose
+(its `decode:` section, `run_decode`), which translating with one of its checkpoints starts from.
 
 A sentence may come with a prefix, text its translation must start with (`prefixes=`; on the command line a
 `source<TAB>prefix` line, `split_prefixes`): the prefix is tokenized as it is (no start or end symbol), forced
 token by token (`decoding.constraints`) and is part of the translation returned.
+
+Text is tokenized once (`encode_sentences`), and the ids decoded (`translate_ids`, `n_best_ids`): a server
+checks a request's ids when it arrives and decodes the same ids in its batch.
 """
 
 from __future__ import annotations
@@ -17,72 +18,25 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from tformer.configio import check_finite, from_dict, read_yaml
+from tformer.configio import from_dict, read_yaml
 from tformer.data.device import device_of
 from tformer.data.lines import check_line_lengths, normalise_text
 from tformer.data.padding import pad
-from tformer.decoding import Hypothesis, Repetition, beam_search, greedy
-from tformer.decoding.beam import STOPPING, check_beam, check_lenpen
-from tformer.decoding.captured import DecodeGraphs
-from tformer.decoding.layout import DecodingLayout
+from tformer.decoding import Hypothesis
+from tformer.decoding.decoder import Decoder, model_of
+from tformer.decoding.search import best_hypotheses, best_tokens
+from tformer.decoding.settings import DecodeConfig
 from tformer.errors import UserError
-from tformer.inference.generate import repetition_of
 from tformer.inference.loaded import check_kind
+from tformer.tokenization import Tokenizer
 
 T = TypeVar("T")
-
-
-@dataclass(kw_only=True)
-class DecodeConfig:
-    beam: int = 4
-    lenpen: float = 1.0  # fairseq: score = log p / length ** lenpen
-    max_len_a: float = 1.5  # at most a * source_length + b target tokens
-    max_len_b: int = 10
-    stopping: str = "finished"  # beam search: "finished" (as fairseq, CTranslate2) or "best" (decoding.beam.STOPPING)
-    batch_size: int = 64  # sentences per decoding batch
-    no_repeat_ngram_size: int = 0  # n >= 1: no n-gram twice in a translation (0: off; decoding.Repetition)
-    repetition_penalty: float = 1.0  # > 1: tokens already written score worse (CTRL's rule; 1: off)
-
-    def __post_init__(self) -> None:
-        check_finite(self, where="decode.")
-        check_beam(self.beam, what="decode.beam")
-        check_lenpen(self.lenpen, what="decode.lenpen")
-        try:  # Repetition's own check, named as the recipe's keys
-            repetition_of(self.no_repeat_ngram_size, self.repetition_penalty)
-        except UserError as e:
-            raise UserError(f"decode.{e}") from None
-        if self.batch_size < 1:
-            raise UserError(f"decode.batch_size={self.batch_size} must be at least 1")
-        if self.stopping not in STOPPING:
-            raise UserError(f"decode.stopping={self.stopping!r} is not allowed; choose one of {', '.join(STOPPING)} "
-                             "(finished: once beam hypotheses have finished; best: once none can beat them)")
-        if self.max_len_a < 0 or self.max_len_b < 0:
-            raise UserError(f"decode.max_len_a={self.max_len_a} and decode.max_len_b={self.max_len_b} must be >= 0 "
-                             "(at most a * source length + b target tokens)")
-
-    @property
-    def repetition(self) -> Repetition | None:
-        """The repetition control the searches take (None: off)."""
-        return repetition_of(self.no_repeat_ngram_size, self.repetition_penalty)
-
-
-def decode_config(base: DecodeConfig | None = None, *, beam: int | None = None, lenpen: float | None = None,
-                  stopping: str | None = None, batch_size: int | None = None,
-                  no_repeat_ngram_size: int | None = None, repetition_penalty: float | None = None) -> DecodeConfig:
-    """`base`'s settings (the defaults without one), with those given here (not None) over them; checked as
-    a recipe's own are. The repetition settings given here are checked by `decoding.Repetition` first, so
-    they are refused in its words, as the server and `tformer generate` refuse them."""
-    repetition_of(no_repeat_ngram_size, repetition_penalty)
-    given = {"beam": beam, "lenpen": lenpen, "stopping": stopping, "batch_size": batch_size,
-             "no_repeat_ngram_size": no_repeat_ngram_size, "repetition_penalty": repetition_penalty}
-    return DecodeConfig(**{**(vars(base) if base is not None else {}),
-                           **{k: v for k, v in given.items() if v is not None}})
 
 
 def check_n_best(n_best: int, *, beam: int, what: str = "n_best") -> None:
@@ -105,7 +59,7 @@ def split_prefixes(lines: Sequence[str]) -> tuple[list[str], list[str | None]]:
     return sources, prefixes
 
 
-def prefix_ids(tokenizer: Any, prefix: str | None, *, max_len: int, name: str) -> list[int]:
+def prefix_ids(tokenizer: Tokenizer, prefix: str | None, *, max_len: int, name: str) -> list[int]:
     """The ids a translation must start with: `prefix` tokenized as it is (no start or end symbol; a
     leading byte-order mark dropped); [] for None or "". A UserError, naming the prefix as `name`, for one
     that holds the end symbol or leaves the model's context no room for one more token."""
@@ -121,14 +75,14 @@ def prefix_ids(tokenizer: Any, prefix: str | None, *, max_len: int, name: str) -
     return ids
 
 
-def run_decode(checkpoint: str | Path, *, command: str = "translate") -> DecodeConfig | None:
+def run_decode(checkpoint: str | Path, *, command: str = "translate") -> DecodeConfig:
     """The decoding settings of the run a translator's checkpoint belongs to (the `decode:` section of
-    RUN_DIR/recipe.yaml beside RUN_DIR/last), or None if there is no recipe.yaml. The checkpoint's kind is
-    checked first, for `command`, so the run of another task is named as such."""
+    RUN_DIR/recipe.yaml beside RUN_DIR/last), or the defaults where there is no recipe.yaml. The checkpoint's
+    kind is checked first, for `command`, so the run of another task is named as such."""
     check_kind(checkpoint, command)
     path = Path(checkpoint).resolve().parent / "recipe.yaml"
     if not path.is_file():
-        return None
+        return DecodeConfig()
     try:
         recipe = read_yaml(path, what="the file") or {}
         if not isinstance(recipe, dict):
@@ -151,86 +105,95 @@ class Candidate:
     eos: bool
 
 
-@torch.inference_mode()
-def translate(model: nn.Module, tokenizer: Any, sentences: list[str], decode: DecodeConfig, *,
-              prefixes: Sequence[str | None] | None = None, truncate: bool = False, where: str = "input",
-              progress: bool = False, first_line: int = 1, layout: DecodingLayout | None = None,
-              capture: bool | None = None, graphs: DecodeGraphs | None = None) -> list[str]:
-    """Detokenized translations, in input order; batches sorted by length to waste little padding.
-    A sentence longer than the model's context (max_len tokens) is refused with a ValueError naming its
-    line of `where` (counted from `first_line`), unless `truncate`, which translates its first max_len tokens
-    (as evaluation over a corpus does). `prefixes`: per sentence, text its translation must start with (None
-    or "": none; `prefix_ids`). `progress`: a bar over the sentences on stderr (a test set with beam search
-    takes minutes). `layout`: the model's decoding layout, kept by its holder (`Loaded.layout`). `capture`:
-    captured decoding (None: on a GPU, where it pays; `decoding.captured`), its steps and buffers kept in
-    `graphs` by their holder (`Loaded.graphs`; None: kept for this call's batches). A sentence's leading
-    byte-order mark is dropped (`data.lines.normalise_text`); an empty sentence translates to ""."""
-    graphs = graphs if graphs is not None else DecodeGraphs(model)
+@dataclass(frozen=True)
+class Encoded:
+    """Sentences as a search takes them: each one's ids (at most the model's context; [] for an empty
+    sentence) and the ids its translation must start with (None when no sentence has a prefix)."""
 
-    def search(src: Tensor, forced: list[list[int]] | None) -> list[str]:
-        common = dict(max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, layout=layout,
-                      repetition=decode.repetition, prefixes=forced, capture=capture, graphs=graphs)
-        if decode.beam == 1:
-            tokens = greedy(model, src, **common)
-        else:
-            tokens = [h[0].tokens for h in beam_search(model, src, beam=decode.beam, lenpen=decode.lenpen,
-                                                       stopping=decode.stopping, **common)]
-        return [tokenizer.decode(t) for t in tokens]
-
-    return _in_batches(model, tokenizer, sentences, decode, search, empty="", prefixes=prefixes, truncate=truncate,
-                       where=where, progress=progress, first_line=first_line)
+    ids: list[list[int]]
+    forced: list[list[int]] | None = None
 
 
-@torch.inference_mode()
-def translate_n_best(model: nn.Module, tokenizer: Any, sentences: list[str], decode: DecodeConfig, *, n_best: int,
+def encode_sentences(tokenizer: Tokenizer, sentences: Sequence[str], *, max_len: int,
                      prefixes: Sequence[str | None] | None = None, truncate: bool = False, where: str = "input",
-                     progress: bool = False, first_line: int = 1,
-                     layout: DecodingLayout | None = None, capture: bool | None = None,
-                     graphs: DecodeGraphs | None = None) -> list[list[Candidate]]:
+                     first_line: int = 1) -> Encoded:
+    """`sentences` tokenized once, each checked against the model's context `max_len` (a UserError naming its
+    line of `where`, counted from `first_line`) unless `truncate`, which keeps its first max_len tokens (as
+    evaluation over a corpus does); `prefixes`: per sentence, text its translation must start with (None or "":
+    none; `prefix_ids`). A sentence's leading byte-order mark is dropped (`data.lines.normalise_text`)."""
+    ids = tokenizer.encode_batch([normalise_text(s) for s in sentences])
+    if not truncate:
+        check_line_lengths(map(len, ids), limit=max_len, max_len=max_len, where=where, first=first_line)
+    forced = _prefixes(tokenizer, prefixes, len(sentences), max_len=max_len, where=where, first_line=first_line)
+    return Encoded([x[:max_len] for x in ids], forced)
+
+
+@torch.inference_mode()
+def translate(model: nn.Module | Decoder, tokenizer: Tokenizer, sentences: list[str], decode: DecodeConfig, *,
+              prefixes: Sequence[str | None] | None = None, truncate: bool = False, where: str = "input",
+              progress: bool = False, first_line: int = 1) -> list[str]:
+    """Detokenized translations, in input order, searched as `decode` says; an empty sentence translates to "".
+    `model`: a model, or a `decoding.Decoder` holding it with the decoding state it keeps from call to call
+    (`Loaded.decoder`). `prefixes`, `truncate`, `where`, `first_line`: as `encode_sentences`'s. `progress`: a
+    bar over the sentences on stderr (a test set with beam search takes minutes)."""
+    encoded = encode_sentences(tokenizer, sentences, max_len=model_of(model).config.max_len, prefixes=prefixes,
+                               truncate=truncate, where=where, first_line=first_line)
+    return translate_ids(model, tokenizer, encoded, decode, progress=progress)
+
+
+@torch.inference_mode()
+def translate_n_best(model: nn.Module | Decoder, tokenizer: Tokenizer, sentences: list[str], decode: DecodeConfig,
+                     *, n_best: int, prefixes: Sequence[str | None] | None = None, truncate: bool = False,
+                     where: str = "input", progress: bool = False, first_line: int = 1) -> list[list[Candidate]]:
     """Each sentence's best `n_best` hypotheses (1 to decode.beam, `check_n_best`), best first, with their
     scores: `decoding.beam_search`'s, so the first one's text is what `translate` gives. Fewer than `n_best`
     where the search finished fewer (a forced prefix or a banned repeat can leave too few candidates); none for
-    an empty sentence. Beam 1 is the beam search with one beam and the "finished" rule, which is greedy
-    decoding, scored. The other arguments are `translate`'s."""
+    an empty sentence. The other arguments are `translate`'s."""
     check_n_best(n_best, beam=decode.beam)
-    stopping = "finished" if decode.beam == 1 else decode.stopping
-    graphs = graphs if graphs is not None else DecodeGraphs(model)
+    encoded = encode_sentences(tokenizer, sentences, max_len=model_of(model).config.max_len, prefixes=prefixes,
+                               truncate=truncate, where=where, first_line=first_line)
+    return n_best_ids(model, tokenizer, encoded, decode, n_best=n_best, progress=progress)
+
+
+def translate_ids(model: nn.Module | Decoder, tokenizer: Tokenizer, encoded: Encoded, decode: DecodeConfig, *,
+                  progress: bool = False) -> list[str]:
+    """`translate` of sentences already tokenized and checked (`encode_sentences`)."""
+
+    def search(src: Tensor, forced: list[list[int]] | None) -> list[str]:
+        return [tokenizer.decode(t) for t in best_tokens(model, src, decode, prefixes=forced)]
+
+    return _in_batches(model, tokenizer.pad_id, encoded, decode.batch_size, search, empty="", progress=progress)
+
+
+def n_best_ids(model: nn.Module | Decoder, tokenizer: Tokenizer, encoded: Encoded, decode: DecodeConfig, *,
+               n_best: int, progress: bool = False) -> list[list[Candidate]]:
+    """`translate_n_best` of sentences already tokenized and checked (`encode_sentences`)."""
 
     def search(src: Tensor, forced: list[list[int]] | None) -> list[list[Candidate]]:
-        found = beam_search(model, src, beam=decode.beam, lenpen=decode.lenpen, stopping=stopping, n_best=n_best,
-                            max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, layout=layout,
-                            repetition=decode.repetition, prefixes=forced, capture=capture, graphs=graphs)
+        found = best_hypotheses(model, src, decode, n_best=n_best, prefixes=forced)
         return [[_candidate(tokenizer, h) for h in hyps] for hyps in found]
 
-    return _in_batches(model, tokenizer, sentences, decode, search, empty=[], prefixes=prefixes, truncate=truncate,
-                       where=where, progress=progress, first_line=first_line)
+    return _in_batches(model, tokenizer.pad_id, encoded, decode.batch_size, search, empty=[], progress=progress)
 
 
-def _candidate(tokenizer: Any, h: Hypothesis) -> Candidate:
+def _candidate(tokenizer: Tokenizer, h: Hypothesis) -> Candidate:
     return Candidate(text=tokenizer.decode(h.tokens), score=h.score, log_prob=h.log_prob, eos=h.eos)
 
 
-def _in_batches(model: nn.Module, tokenizer: Any, sentences: list[str], decode: DecodeConfig,
-                search: Callable[[Tensor, list[list[int]] | None], list[T]], *, empty: T,
-                prefixes: Sequence[str | None] | None, truncate: bool, where: str, progress: bool,
-                first_line: int) -> list[T]:
-    """`search(src, prefixes)` over the sentences in batches of decode.batch_size, sorted by length: what
-    `translate` and `translate_n_best` share (tokenizing, the length check, padding, the progress bar).
-    Results in input order; `empty` for an empty sentence."""
-    ids = tokenizer.encode_batch([normalise_text(s) for s in sentences])
-    limit = model.config.max_len
-    if not truncate:
-        check_line_lengths(map(len, ids), limit=limit, max_len=limit, where=where, first=first_line)
-    forced = _prefixes(tokenizer, prefixes, len(sentences), max_len=limit, where=where, first_line=first_line)
-    ids = [x[:limit] for x in ids]
+def _in_batches(model: nn.Module | Decoder, pad_id: int, encoded: Encoded, batch_size: int,
+                search: Callable[[Tensor, list[list[int]] | None], list[T]], *, empty: T, progress: bool) -> list[T]:
+    """`search(src, prefixes)` over the sentences in batches of `batch_size`, sorted by length to waste little
+    padding: what `translate_ids` and `n_best_ids` share. Results in input order; `empty` for an empty
+    sentence."""
+    ids, forced = encoded.ids, encoded.forced
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
     out = [copy.copy(empty) for _ in ids]
     todo = [i for i in order if ids[i]]  # an empty line translates to an empty line
-    bar = tqdm(total=len(sentences), initial=len(sentences) - len(todo), desc="translating", unit="sentence",
+    bar = tqdm(total=len(ids), initial=len(ids) - len(todo), desc="translating", unit="sentence",
                file=sys.stderr, disable=not progress, dynamic_ncols=True)
-    for start in range(0, len(todo), decode.batch_size):
-        chunk = todo[start : start + decode.batch_size]
-        src = pad([ids[i] for i in chunk], tokenizer.pad_id, device=device_of(model))  # (B, S)
+    for start in range(0, len(todo), batch_size):
+        chunk = todo[start : start + batch_size]
+        src = pad([ids[i] for i in chunk], pad_id, device=device_of(model_of(model)))  # (B, S)
         results = search(src, None if forced is None else [forced[i] for i in chunk])
         for i, result in zip(chunk, results, strict=True):
             out[i] = result
@@ -239,7 +202,7 @@ def _in_batches(model: nn.Module, tokenizer: Any, sentences: list[str], decode: 
     return out
 
 
-def _prefixes(tokenizer: Any, prefixes: Sequence[str | None] | None, n: int, *, max_len: int, where: str,
+def _prefixes(tokenizer: Tokenizer, prefixes: Sequence[str | None] | None, n: int, *, max_len: int, where: str,
               first_line: int) -> list[list[int]] | None:
     """Each sentence's forced ids (`prefix_ids`; errors name the line), or None when no sentence has a prefix."""
     if prefixes is None or not any(prefixes):
@@ -250,5 +213,5 @@ def _prefixes(tokenizer: Any, prefixes: Sequence[str | None] | None, n: int, *, 
             for number, p in enumerate(prefixes, first_line)]
 
 
-__all__ = ["Candidate", "DecodeConfig", "check_n_best", "decode_config", "prefix_ids", "run_decode", "split_prefixes",
-           "translate", "translate_n_best"]
+__all__ = ["Candidate", "Encoded", "check_n_best", "encode_sentences", "n_best_ids", "prefix_ids", "run_decode",
+           "split_prefixes", "translate", "translate_ids", "translate_n_best"]

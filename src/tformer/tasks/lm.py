@@ -25,6 +25,7 @@ B batch (blocks), T block_size, V vocabulary.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,16 +37,15 @@ from torch import Tensor, nn
 
 from tformer.checkpoints import load_model
 from tformer.config import GPTConfig
-from tformer.configio import check_finite
 from tformer.data.text import load_text_corpus, read_texts
-from tformer.decoding import generate
 from tformer.decoding.generate import check_max_new_tokens
-from tformer.decoding.sampling import check_sampling
+from tformer.decoding.search import sample
+from tformer.decoding.settings import SampleConfig
 from tformer.errors import UserError
 from tformer.files import write_atomic
-from tformer.inference.generate import repetition_of
 from tformer.models.presets import build_model, preset
 from tformer.tasks.base import ModelSpec, Setup, check_recipe, run_task, token_loss, token_nll
+from tformer.tokenization import Tokenizer
 from tformer.tokenization.bpe import BPETokenizer
 from tformer.tokenization.char import CharTokenizer
 from tformer.training.config import TrainConfig
@@ -85,24 +85,24 @@ class LMDataConfig:
             raise UserError(f"data.eval_tokens={self.eval_tokens} must be a positive integer or null")
 
 
-@dataclass(kw_only=True)
-class SampleConfig:
+@dataclass(frozen=True, kw_only=True)
+class SampleSection(SampleConfig):
+    """A recipe's `sample:` section: what to write after training (its prompts, each continued by at most
+    `max_new_tokens` tokens) and how (`decoding.SampleConfig`'s keys; a recipe samples at temperature 0.8
+    among the 40 likeliest tokens unless it says otherwise: `RECIPE_SAMPLING`)."""
+
     prompts: list[str] = field(default_factory=lambda: [""])  # "" starts a new document
     max_new_tokens: int = 200
-    temperature: float = 0.8  # 0: greedy
-    top_k: int | None = 40  # sample among the k most likely tokens (None: all)
-    top_p: float | None = None  # nucleus: the fewest most likely tokens holding this probability (None: all)
-    no_repeat_ngram_size: int = 0  # n >= 1: no n-gram twice in a sample, prompt included (0: off)
-    repetition_penalty: float = 1.0  # > 1: tokens already in the text less likely (CTRL's rule; 1: off)
 
     def __post_init__(self) -> None:
-        check_finite(self, where="sample.")
-        try:  # the library's own checks, named as the recipe's keys
+        super().__post_init__()
+        try:
             check_max_new_tokens(self.max_new_tokens)
-            check_sampling(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)
-            repetition_of(self.no_repeat_ngram_size, self.repetition_penalty)
         except ValueError as e:
             raise UserError(f"sample.{e}") from None
+
+
+RECIPE_SAMPLING = dict(temperature=0.8, top_k=40)  # a recipe's sampling unless its sample: section says
 
 
 def _lm_train_config() -> TrainConfig:
@@ -121,7 +121,7 @@ class LMRecipe:
     data: LMDataConfig = field(default_factory=LMDataConfig)
     model: ModelSpec = field(default_factory=lambda: ModelSpec(preset="gpt-tiny"))
     train: TrainConfig = field(default_factory=_lm_train_config)
-    sample: SampleConfig = field(default_factory=SampleConfig)
+    sample: SampleSection = field(default_factory=lambda: SampleSection(**RECIPE_SAMPLING))
 
     def __post_init__(self) -> None:
         check_recipe(self)
@@ -246,17 +246,17 @@ class LMTask:
 # --- sampling -------------------------------------------------------------------------------------------
 
 
-def sample_texts(model: nn.Module, tokenizer: Any, config: SampleConfig, *, seed: int = 0) -> list[str]:
+def sample_texts(model: nn.Module, tokenizer: Tokenizer, config: SampleSection, *, seed: int = 0) -> list[str]:
     """One continuation per prompt, each prompt read as the start of a new document (after </s>); a
-    continuation ends at the next </s>. A prompt too long for the model keeps its last tokens."""
+    continuation ends at the next </s> (unless the section says not to stop). A prompt too long for the model
+    keeps its last tokens. Drawn with the section's seed, else `seed` (the run's)."""
     limit = model.config.max_len
     max_new = min(config.max_new_tokens, limit - 1)
     prompts = [[tokenizer.eos_id, *tokenizer.encode(p)][-(limit - max_new):] for p in config.prompts]
     if not prompts:
         return []
-    new = generate(model, prompts, max_new_tokens=max_new, temperature=config.temperature, top_k=config.top_k,
-                   top_p=config.top_p, stop_tokens=(tokenizer.eos_id,), seed=seed, pad_id=tokenizer.pad_id,
-                   repetition=repetition_of(config.no_repeat_ngram_size, config.repetition_penalty))
+    settings = config if config.seed is not None else dataclasses.replace(config, seed=seed)
+    new = sample(model, prompts, settings, max_new_tokens=max_new, eos_id=tokenizer.eos_id, pad_id=tokenizer.pad_id)
     return [p + tokenizer.decode(ids) for p, ids in zip(config.prompts, new, strict=True)]
 
 

@@ -7,6 +7,7 @@ and `best/` (weights, config, tokenizer, training state).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import statistics
@@ -21,12 +22,13 @@ from tformer.configio import from_dict, read_yaml
 from tformer.data import collate, limit_lengths, load_bible, read_parallel
 from tformer.data.batching import Batch, TokenBatchSampler
 from tformer.data.lines import format_lines
-from tformer.decoding.captured import DecodeGraphs
+from tformer.decoding.decoder import Decoder
+from tformer.decoding.settings import DecodeConfig
 from tformer.errors import UserError
 from tformer.evaluation import Scores, score_corpus
 from tformer.files import write_atomic
 from tformer.inference.loaded import check_kind, load
-from tformer.inference.translate import DecodeConfig, translate
+from tformer.inference.translate import translate
 from tformer.models.presets import build_model, preset
 from tformer.tasks.base import ModelSpec, Setup, check_recipe, run_task, token_loss, token_nll
 from tformer.tokenization.bpe import BPETokenizer
@@ -134,7 +136,7 @@ class TranslationTask:
         valid_sampler = TokenBatchSampler.for_examples(self.valid_examples, max_tokens=data.max_tokens,
                                                        shuffle=False)
         self.valid_batches = [self._collate(self.valid_examples, b) for b in valid_sampler.batches_for_epoch(0)]
-        self._graphs: DecodeGraphs | None = None  # the evaluations' captured decoding (on a GPU)
+        self._decoder: Decoder | None = None  # the evaluations' decoding state, kept across them
 
     def _encode(self, pairs: list[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
         src = self.tokenizer.encode_batch([s for s, _ in pairs])
@@ -162,11 +164,10 @@ class TranslationTask:
     def evaluate(self, model: nn.Module) -> dict[str, float]:
         total, count = token_nll(model, self.valid_batches, self.forward, pad_id=self.tokenizer.pad_id)
         pairs = self.valid_pairs[: self.recipe.data.bleu_sentences]
-        greedy_decode = DecodeConfig(**{**vars(self.recipe.decode), "beam": 1})
-        if self._graphs is None or self._graphs.model is not model:  # captured once, replayed at every evaluation
-            self._graphs = DecodeGraphs(model)
-        hyps = translate(model, self.tokenizer, [s for s, _ in pairs], greedy_decode, truncate=True,
-                         graphs=self._graphs)
+        greedy_decode = dataclasses.replace(self.recipe.decode, beam=1)
+        if self._decoder is None or self._decoder.model is not model:  # captured once, replayed at every evaluation
+            self._decoder = Decoder(model)
+        hyps = translate(self._decoder, self.tokenizer, [s for s, _ in pairs], greedy_decode, truncate=True)
         scores = score_corpus(hyps, [t for _, t in pairs])
         return {"valid_loss": total / count, "valid_ppl": math.exp(total / count), "bleu": scores.bleu,
                 "chrf": scores.chrf}
@@ -237,8 +238,8 @@ def evaluate_checkpoint(checkpoint: str | Path, data: DataConfig, split: str, de
     `quantization`: "int8" quantizes the model once loaded."""
     loaded = load(checkpoint, command="evaluate", device=device, dtype=dtype, quantization=quantization)
     pairs = load_split(data, split)[:limit]
-    hyps = translate(loaded.model, loaded.tokenizer, [s for s, _ in pairs], decode, truncate=True, progress=progress,
-                     layout=loaded.layout, graphs=loaded.graphs)
+    hyps = translate(loaded.decoder, loaded.tokenizer, [s for s, _ in pairs], decode, truncate=True,
+                     progress=progress)
     return score_corpus(hyps, [t for _, t in pairs]), pairs, hyps
 
 
@@ -249,10 +250,7 @@ def evaluation_report(scores: Scores, *, split: str, decode: DecodeConfig, check
     return {"checkpoint": checkpoint, "split": split, "sentences": scores.sentences, "bleu": scores.bleu,
             "chrf": scores.chrf, "degenerate": scores.degenerate, "degenerate_count": scores.degenerate_count,
             "bleu_signature": scores.bleu_signature, "chrf_signature": scores.chrf_signature,
-            "decode": {"beam": decode.beam, "lenpen": decode.lenpen, "stopping": decode.stopping,
-                       "max_len_a": decode.max_len_a, "max_len_b": decode.max_len_b, "batch_size": decode.batch_size,
-                       "no_repeat_ngram_size": decode.no_repeat_ngram_size,
-                       "repetition_penalty": decode.repetition_penalty}}
+            "decode": dataclasses.asdict(decode)}
 
 
 def training_rates(records: list[dict[str, Any]]) -> tuple[float | None, float | None]:
