@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from tformer.data.lines import normalise_text
+from tformer.tokenization import Tokenizer
 
 EXAMPLES = 3  # distinct unknown pieces a warning shows
 
@@ -53,28 +53,37 @@ class Unknown:
                 f"model's tokenizer{shown}; its output will be poor")
 
 
-def unknown_tokens(tokenizer: Any, texts: Sequence[str]) -> Unknown:
+def unknown_tokens(tokenizer: Tokenizer, texts: Sequence[str]) -> Unknown:
     """The unknown tokens of `texts` as `tokenizer` encodes them (each text read as the inference functions
     read it, without a leading byte-order mark): none for a tokenizer without an unknown token of its own."""
+    return encode_counted(tokenizer, texts)[1]
+
+
+def encode_counted(tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[list[list[int]], Unknown]:
+    """Each text's ids, as `tokenizer.encode` gives them (without a leading byte-order mark), and their unknown
+    tokens (`unknown_tokens`), from one pass: a server checks a request's ids and warns of what the tokenizer
+    could not represent without encoding its texts twice."""
     unk = _unknown_id(tokenizer)
     count = total = 0
     examples: list[str] = []
+    encoded = []
     for text in texts:
         ids, pieces = _encode(tokenizer, normalise_text(text), unk)
+        encoded.append(list(ids))
         total += len(ids)
         count += sum(1 for i in ids if i == unk) if unk is not None else 0
         for piece in pieces:
             if len(examples) < EXAMPLES and piece not in examples:
                 examples.append(piece)
-    return Unknown(count=count, total=total, examples=tuple(examples))
+    return encoded, Unknown(count=count, total=total, examples=tuple(examples))
 
 
-def unknown_warning(tokenizer: Any, texts: Sequence[str]) -> str | None:
+def unknown_warning(tokenizer: Tokenizer, texts: Sequence[str]) -> str | None:
     """`Unknown.warning` of `texts`: the line the command line prints and the server answers, or None."""
     return unknown_tokens(tokenizer, texts).warning()
 
 
-def _unknown_id(tokenizer: Any) -> int | None:
+def _unknown_id(tokenizer: Tokenizer) -> int | None:
     """The tokenizer's unknown token, unless it has none or its "unknown" is a token with another role (GPT-2's
     <|endoftext|>: byte-level, it never needs one)."""
     unk = getattr(tokenizer, "unk_id", None)
@@ -82,7 +91,7 @@ def _unknown_id(tokenizer: Any) -> int | None:
     return None if unk is None or unk in others else unk
 
 
-def _encode(tokenizer: Any, text: str, unk: int | None) -> tuple[list[int], list[str]]:
+def _encode(tokenizer: Tokenizer, text: str, unk: int | None) -> tuple[list[int], list[str]]:
     """(ids, the text of each unknown token, in order): from the backend's character offsets for a
     `tokenizers`-backed tokenizer; a character-level one's tokens are its characters."""
     backend = getattr(tokenizer, "backend", None)
@@ -105,4 +114,4 @@ def _percent(share: float) -> str:
     return f"{percent:.1g}%"
 
 
-__all__ = ["Unknown", "unknown_tokens", "unknown_warning"]
+__all__ = ["Unknown", "encode_counted", "unknown_tokens", "unknown_warning"]

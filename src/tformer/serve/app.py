@@ -39,9 +39,9 @@ from starlette.exceptions import HTTPException
 from tformer.errors import UserError
 from tformer.serve import page
 from tformer.serve.batching import Job, MicroBatcher, Sleep
+from tformer.serve.errors import error_message, status_of
 from tformer.serve.requests import AttentionBody, ClassifyBody, GenerateBody, ScoreBody, TranslateBody, read_body
 from tformer.serve.service import (
-    InputError,
     Service,
     prepare_attention,
     prepare_classify,
@@ -81,13 +81,11 @@ def create_app(service: Service, *, sleep: Sleep = asyncio.sleep) -> FastAPI:
         service.need(endpoint)  # the wrong endpoint for this model is named before its body is read
         return await read_body(request, model, limit=limits.max_body_bytes)
 
-    async def answer(job: Job) -> Any:
-        try:
-            return await batcher.submit(job)
-        except InputError:
-            raise
-        except UserError as e:  # the library refused the input after all
-            raise InputError(error_message(e)) from None
+    async def answer(job: Job) -> Any:  # a UserError from the batch goes to the one handler, as a check's does
+        return await batcher.submit(job)
+
+    def warned(job: Job) -> dict[str, Any]:
+        return {"warnings": list(job.work.warnings)} if job.work.warnings else {}
 
     @app.api_route("/health", methods=["GET", "HEAD"])  # HEAD: GET's answer without its body
     async def health() -> dict[str, str]:
@@ -100,28 +98,22 @@ def create_app(service: Service, *, sleep: Sleep = asyncio.sleep) -> FastAPI:
     @app.post("/translate")
     async def translate(request: Request) -> dict[str, Any]:
         b = await body(request, "translate", TranslateBody)
-        out = await answer(prepare_translate(service, text=b.text, texts=b.texts, beam=b.beam, lenpen=b.lenpen,
-                                             n_best=b.n_best, prefix=b.prefix,
-                                             no_repeat_ngram_size=b.no_repeat_ngram_size,
-                                             repetition_penalty=b.repetition_penalty))
-        prefixes = [b.prefix] if isinstance(b.prefix, str) else b.prefix or []
-        warned = service.warnings([b.text, *(b.texts or []), *prefixes])
+        job = prepare_translate(service, **b.model_dump())  # the body's fields: text(s), n_best, prefix, settings
+        out, notes = await answer(job), warned(job)
         if b.n_best is None:
-            return {**({"translation": out[0]} if b.texts is None else {"translations": out}), **warned}
+            return {**({"translation": out[0]} if b.texts is None else {"translations": out}), **notes}
         best = [hyps[0]["text"] if hyps else "" for hyps in out]
         if b.texts is None:
-            return {"translation": best[0], "hypotheses": out[0], **warned}
-        return {"translations": best, "hypotheses": out, **warned}
+            return {"translation": best[0], "hypotheses": out[0], **notes}
+        return {"translations": best, "hypotheses": out, **notes}
 
     @app.post("/generate")
     async def generate(request: Request) -> Any:
         b = await body(request, "generate", GenerateBody)
-        settings = dict(prompt=b.prompt, max_new_tokens=b.max_new_tokens, temperature=b.temperature, top_k=b.top_k,
-                        top_p=b.top_p, seed=b.seed, stop=b.stop, no_repeat_ngram_size=b.no_repeat_ngram_size,
-                        repetition_penalty=b.repetition_penalty)
+        settings = b.model_dump(exclude={"stream"})  # prompt, max_new_tokens and the sampling settings
 
         async def answered(job: Job) -> dict[str, Any]:
-            return {**await answer(job), **service.warnings([b.prompt])}
+            return {**await answer(job), **warned(job)}
 
         if not b.stream:
             return await answered(prepare_generate(service, **settings))
@@ -130,16 +122,16 @@ def create_app(service: Service, *, sleep: Sleep = asyncio.sleep) -> FastAPI:
     @app.post("/score")
     async def score(request: Request) -> dict[str, Any]:
         b = await body(request, "score", ScoreBody)
-        out = await answer(prepare_score(service, text=b.text, texts=b.texts, per_token=b.per_token))
-        warned = service.warnings([b.text, *(b.texts or [])])
-        return {**({"score": out[0]} if b.texts is None else {"scores": out}), **warned}
+        job = prepare_score(service, text=b.text, texts=b.texts, per_token=b.per_token)
+        out = await answer(job)
+        return {**({"score": out[0]} if b.texts is None else {"scores": out}), **warned(job)}
 
     @app.post("/classify")
     async def classify(request: Request) -> dict[str, Any]:
         b = await body(request, "classify", ClassifyBody)
-        out = await answer(prepare_classify(service, text=b.text, texts=b.texts, top=b.top))
-        warned = service.warnings([b.text, *(b.texts or [])])
-        return {**({"classification": out[0]} if b.texts is None else {"classifications": out}), **warned}
+        job = prepare_classify(service, text=b.text, texts=b.texts, top=b.top)
+        out = await answer(job)
+        return {**({"classification": out[0]} if b.texts is None else {"classifications": out}), **warned(job)}
 
     @app.post("/attention")
     async def attention(request: Request) -> dict[str, Any]:
@@ -179,10 +171,6 @@ def sse(event: str, data: dict[str, Any]) -> str:
     return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-def error_message(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [type(e).__name__])[0]
-
-
 def refusal(e: BaseException) -> str:
     """The one line a client reads: the user's error as it is; a fault of the server named as one, with its
     traceback in the server's log."""
@@ -196,9 +184,9 @@ def add_error_handlers(app: FastAPI, service: Service) -> None:
     """Every refusal as {"error": one line}; unknown paths and wrong methods named with what there is."""
     paths = ["GET /", "GET /health", "GET /info"] + [f"POST /{e}" for e in service.endpoints]
 
-    @app.exception_handler(InputError)
-    async def refused(request: Request, e: InputError) -> JSONResponse:
-        return JSONResponse({"error": error_message(e)}, status_code=e.status)
+    @app.exception_handler(UserError)  # a request's checks and the library's: the client's to fix
+    async def refused(request: Request, e: UserError) -> JSONResponse:
+        return JSONResponse({"error": error_message(e)}, status_code=status_of(e))
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, e: HTTPException) -> JSONResponse:

@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tformer.errors import UserError
-from tformer.serve.service import InputError
+from tformer.serve.errors import InputError
 
 LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 WILDCARDS = frozenset({"0.0.0.0", "::"})  # the spellings that mean every interface

@@ -16,38 +16,45 @@ import json
 from typing import Any
 
 from fastapi import Request
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from tformer.configio import shown
-from tformer.serve.service import InputError
+from tformer.decoding.settings import DecodeConfig, SampleConfig, settings_fields
+from tformer.serve.errors import InputError
 
 
 class Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
-class TranslateBody(Body):
+def with_settings(name: str, base: type[Body], settings: type, *, defaults: bool) -> type[Body]:
+    """`base` with a field for each setting of `settings` (a `decoding.settings` class) that a request may give
+    (`request` in its metadata): of the setting's type, defaulting to the setting's own default (`defaults`) or
+    to null (not given: the server's, e.g. a run's recipe's)."""
+    fields: dict[str, Any] = {}
+    for f, kind in settings_fields(settings):
+        if f.metadata["request"]:
+            fields[f.name] = (kind, f.default) if defaults else (kind | None, None)
+    return create_model(name, __base__=base, __module__=__name__, **fields)
+
+
+class _Translate(Body):
     text: str | None = None  # one sentence, or
     texts: list[str] | None = None  # several (at most --max-batch)
-    beam: int | None = None  # default: the run's recipe (decode.beam)
-    lenpen: float | None = None
     n_best: int | None = None  # also the best n_best hypotheses with their scores (1 to the beam)
     prefix: str | list[str | None] | None = None  # text the translation starts with (with texts: one per text)
-    no_repeat_ngram_size: int | None = None  # default: the run's recipe, else 0 (off)
-    repetition_penalty: float | None = None  # default: the run's recipe, else 1 (off)
 
 
-class GenerateBody(Body):
+class _Generate(Body):
     prompt: str = ""  # "" starts a new document (after the model's start token)
     max_new_tokens: int | None = None  # default: the server's --max-new-tokens
-    temperature: float = 1.0  # 0: greedy
-    top_k: int | None = None
-    top_p: float | None = None
-    seed: int | None = None
-    stop: bool = True  # stop at the end-of-text token
     stream: bool = False  # server-sent events, one per piece of text
-    no_repeat_ngram_size: int = 0  # n >= 1: no n-gram twice, the prompt's included (0: off)
-    repetition_penalty: float = 1.0  # > 1: tokens already in the text less likely (1: off)
+
+
+# the decoding settings a request may give: default, the run's recipe (decode:), else DecodeConfig's
+TranslateBody = with_settings("TranslateBody", _Translate, DecodeConfig, defaults=False)
+# the sampling settings: default, SampleConfig's (temperature 1, no filters, unseeded, stop at end-of-text)
+GenerateBody = with_settings("GenerateBody", _Generate, SampleConfig, defaults=True)
 
 
 class ScoreBody(Body):
@@ -163,4 +170,4 @@ def _json_kind(value: object) -> str:
 
 
 __all__ = ["AttentionBody", "ClassifyBody", "GenerateBody", "ScoreBody", "TranslateBody", "check_json", "describe",
-           "first_error", "read_body"]
+           "first_error", "read_body", "with_settings"]

@@ -20,49 +20,52 @@ from tformer.config import TransformerConfig, family_of
 from tformer.data.lines import normalise_text
 from tformer.decoding.beam import check_beam
 from tformer.decoding.generate import check_max_new_tokens
-from tformer.decoding.sampling import check_sampling
+from tformer.decoding.settings import DecodeConfig, SampleConfig, with_given
 from tformer.errors import UserError
 from tformer.inference import (
-    DecodeConfig,
     Loaded,
     check_n_best,
     check_top,
-    decode_config,
     label_names,
     load,
     prefix_ids,
     prompt_ids,
-    repetition_of,
     run_decode,
-    unknown_warning,
 )
+from tformer.inference.unknown import Unknown, encode_counted
 from tformer.quant import Int8Linear
 from tformer.serve.batching import Job
+from tformer.serve.errors import InputError
 from tformer.serve.limits import Limits
 from tformer.serve.work import (
     AttentionWork,
     ClassifyWork,
-    GenerateSettings,
     GenerateWork,
     ScoreWork,
-    TranslateSettings,
     TranslateWork,
     job,
 )
 
 MAX_BEAM = 16  # beam sizes a request may ask for: each sentence costs `beam` rows
-# what each kind of checkpoint serves, besides /health and /info (and /attention where attention is exact)
-ENDPOINTS = {"seq2seq": ("translate",), "gpt": ("generate", "score"), "bert classifier": ("classify",),
-             "bert": ()}
 
 
-class InputError(UserError):
-    """A request the server refuses: `status` is the HTTP status (422: a bad value; 404: an endpoint this
-    model does not have), the message one line naming the value and what is allowed."""
+@dataclass(frozen=True)
+class Kind:
+    """What a kind of checkpoint serves (besides /health and /info, and /attention where attention is exact)
+    and the tokens it adds around a text (`room`: [CLS] and [SEP] for BERT; `start`: one more where the model
+    has a start token, as a GPT's document starts after it)."""
 
-    def __init__(self, message: str, status: int = 422) -> None:
-        super().__init__(message)
-        self.status = status
+    endpoints: tuple[str, ...]
+    room: int = 0
+    start: bool = False
+
+    def room_of(self, config: TransformerConfig) -> int:
+        return self.room + (1 if self.start and config.bos_id is not None else 0)
+
+
+KINDS = {"seq2seq": Kind(("translate",)), "gpt": Kind(("generate", "score"), start=True),
+         "bert classifier": Kind(("classify",), room=2), "bert": Kind((), room=2)}
+ENDPOINTS = {kind: k.endpoints for kind, k in KINDS.items()}
 
 
 @dataclass
@@ -107,9 +110,9 @@ class Service:
         packed = sum(m.numel() for m in self.model.modules() if isinstance(m, Int8Linear))  # int8 layers
         sizes["parameters"] = sum(p.numel() for p in self.model.parameters()) + packed
         extra: dict[str, Any] = {}
-        if self.kind == "seq2seq":
-            extra["decode"] = {k: v for k, v in vars(self.decode).items() if k != "batch_size"}
-        if self.kind == "bert classifier":
+        if self.decode is not None:  # a translator's
+            extra["decode"] = {k: v for k, v in dataclasses.asdict(self.decode).items() if k != "batch_size"}
+        if "classify" in self.endpoints:
             extra["labels"] = label_names(c)
         return {"checkpoint": self.loaded.path, "family": family_of(c), "kind": self.kind,
                 "model": type(self.model).__name__, "attention": getattr(c.attention, "kind", c.attention),
@@ -118,11 +121,15 @@ class Service:
                 "sizes": sizes, "endpoints": list(self.endpoints), "limits": dataclasses.asdict(self.limits),
                 "max_beam": MAX_BEAM, **extra}
 
-    def warnings(self, texts: Sequence[str | None]) -> dict[str, list[str]]:
-        """{"warnings": [one line]} to add to the answer about `texts` when they hold text the model's tokenizer
-        cannot represent (`inference.unknown_warning`, as the command line warns on stderr), else {}."""
-        line = unknown_warning(self.tokenizer, [t for t in texts if t])
-        return {"warnings": [line]} if line else {}
+    def encode(self, named: Sequence[tuple[str, str]], *, room: int = 0, what: str = "") -> tuple[list[list[int]],
+                                                                                                  Unknown]:
+        """The ids of each (name, text), encoded once and checked against the server's limit less `room`
+        (`check_tokens`), and what in them the tokenizer could not represent (`inference.unknown`)."""
+        ids, unknown = encode_counted(self.tokenizer, [t for _, t in named])
+        limit = self.text_limit(room)
+        for (name, _), x in zip(named, ids, strict=True):
+            check_tokens(len(x), limit, name, self, what=what)
+        return ids, unknown
 
     def need(self, endpoint: str) -> None:
         """An InputError (404) unless this model serves `endpoint`."""
@@ -138,11 +145,12 @@ def load_service(path: str | Path, *, limits: Limits, device: str = "auto", dtyp
     """The checkpoint at `path` (any kind `inference.load` reads: trained here or imported from Hugging
     Face), on `device` in `dtype`, ready to serve; `quantization` ("int8") quantizes it at load, on the CPU."""
     loaded = load(path, device=device, dtype=dtype, quantization=quantization)
+    kind = KINDS[loaded.kind]
     decode = None
-    if loaded.kind == "seq2seq":
-        decode = decode_config(run_decode(path), batch_size=limits.max_batch)
+    if "translate" in kind.endpoints:  # a translator decodes as its run's recipe says, a batch at most at once
+        decode = with_given(run_decode(path), batch_size=limits.max_batch)
     no_maps = maps_refused(loaded.model)
-    endpoints = ENDPOINTS[loaded.kind] + (("attention",) if no_maps is None else ())
+    endpoints = kind.endpoints + (("attention",) if no_maps is None else ())
     return Service(loaded=loaded, limits=limits, decode=decode, endpoints=endpoints,
                    **({} if no_maps is None else {"no_maps": no_maps}))
 
@@ -200,40 +208,33 @@ def check_tokens(n: int, limit: int, name: str, service: Service, *, what: str =
         raise InputError(f"{name} is {n} tokens; this server takes at most {limit} ({context}, --max-tokens)")
 
 
-def prepare_translate(service: Service, *, text: str | None, texts: list[str] | None, beam: int | None,
-                      lenpen: float | None, n_best: int | None = None, prefix: str | list[str | None] | None = None,
-                      no_repeat_ngram_size: int | None = None, repetition_penalty: float | None = None) -> Job:
+def prepare_translate(service: Service, *, text: str | None, texts: list[str] | None, n_best: int | None = None,
+                      prefix: str | list[str | None] | None = None, **given: Any) -> Job:
+    """A /translate request's work: its sentences' ids, encoded once and checked, the ids their translations
+    must start with, and the search's settings (`given`: the `decoding.DecodeConfig` fields the request set,
+    over the run's recipe's)."""
     named = texts_of(text, texts, service.limits)
     for name, t in named:
         if "\n" in t or "\r" in t:
             raise InputError(f"{name} holds a line break; give one sentence a string (texts: a list of them)")
-    if beam is not None:  # each sentence costs `beam` rows: at most MAX_BEAM here
-        _library_check(lambda: check_beam(beam, vocab_size=service.config.vocab_size, most=MAX_BEAM,
-                                          limit="this server's most"))
-    _library_check(lambda: repetition_of(no_repeat_ngram_size, repetition_penalty))  # in Repetition's own words
-    given = {k: v for k, v in (("beam", beam), ("lenpen", lenpen), ("no_repeat_ngram_size", no_repeat_ngram_size),
-                               ("repetition_penalty", repetition_penalty)) if v is not None}
-    decode = _library_check(lambda: dataclasses.replace(service.decode, **given))
+    if given.get("beam") is not None:  # each sentence costs `beam` rows: at most MAX_BEAM here
+        check_beam(given["beam"], vocab_size=service.config.vocab_size, most=MAX_BEAM, limit="this server's most")
+    decode = with_given(service.decode, **given)
     if n_best is not None:
-        _library_check(lambda: check_n_best(n_best, beam=decode.beam))
-    limit = service.text_limit()
-    for (name, _), ids in zip(named, service.tokenizer.encode_batch([t for _, t in named]), strict=True):
-        check_tokens(len(ids), limit, name, service)
-    settings = TranslateSettings(beam=decode.beam, lenpen=decode.lenpen, stopping=decode.stopping,
-                                 max_len_a=decode.max_len_a, max_len_b=decode.max_len_b,
-                                 no_repeat_ngram_size=decode.no_repeat_ngram_size,
-                                 repetition_penalty=decode.repetition_penalty)
-    prefixes = prefixes_of(service, prefix, texts)
-    return job(TranslateWork(tuple(t for _, t in named), settings, prefixes, n_best))
+        check_n_best(n_best, beam=decode.beam)
+    ids, unknown = service.encode(named)
+    forced, in_prefixes = prefixes_of(service, prefix, texts)
+    return job(TranslateWork(tuple(map(tuple, ids)), decode, forced, n_best, warnings=warnings(unknown + in_prefixes)))
 
 
 def prefixes_of(service: Service, prefix: str | list[str | None] | None,
-                texts: list[str] | None) -> tuple[str | None, ...]:
-    """A /translate request's `prefix`, one per sentence (() when it has none): a string with `text`, a list as
-    long as `texts` with them (null or "": none), each checked as a text and as the library checks a prefix
+                texts: list[str] | None) -> tuple[tuple[tuple[int, ...], ...], Unknown]:
+    """A /translate request's `prefix` as the ids each translation must start with (() when it has none), and
+    what in them the tokenizer cannot represent: a string with `text`, a list as long as
+    `texts` with them (null or "": none), each checked as a text and as the library checks a prefix
     (`inference.prefix_ids`)."""
     if prefix is None:
-        return ()
+        return (), Unknown(0, 0, ())
     if texts is None and not isinstance(prefix, str):
         raise InputError("prefix is a list; with text, give one string (a list of them goes with texts)")
     if texts is not None and (isinstance(prefix, str) or len(prefix) != len(texts)):
@@ -241,82 +242,71 @@ def prefixes_of(service: Service, prefix: str | list[str | None] | None,
         raise InputError(f"with texts, give prefix as a list of {len(texts)} strings, one per text (null: none), "
                          f"not {given}")
     named = [("prefix", prefix)] if isinstance(prefix, str) else [(f"prefix[{i}]", p) for i, p in enumerate(prefix)]
-    out: list[str | None] = []
+    out, given = [], []
     for name, p in named:
         p = None if p is None else check_text(p, name, service.limits, empty=True)
         if p and ("\n" in p or "\r" in p):
             raise InputError(f"{name} holds a line break; a prefix is the start of one sentence's translation")
-        _library_check(lambda p=p, name=name: prefix_ids(service.tokenizer, p, max_len=service.config.max_len,
-                                                         name=name))
-        out.append(p or None)
-    return tuple(out)
+        out.append(tuple(prefix_ids(service.tokenizer, p, max_len=service.config.max_len, name=name)))
+        given += [p] if p else []
+    return (tuple(out) if any(out) else ()), encode_counted(service.tokenizer, given)[1]
 
 
-def prepare_generate(service: Service, *, prompt: str, max_new_tokens: int | None, temperature: float,
-                     top_k: int | None, top_p: float | None, seed: int | None, stop: bool,
-                     emit: Callable[[str], None] | None = None, no_repeat_ngram_size: int = 0,
-                     repetition_penalty: float = 1.0) -> Job:
-
+def prepare_generate(service: Service, *, prompt: str, max_new_tokens: int | None,
+                     emit: Callable[[str], None] | None = None, **given: Any) -> Job:
+    """A /generate request's work: its prompt's ids (after the model's start token), how many tokens it may
+    get, and how it samples (`given`: the `decoding.SampleConfig` fields the request set)."""
     limits = service.limits
     prompt = check_text(prompt, "prompt", limits, empty=True)
     max_new = limits.max_new_tokens if max_new_tokens is None else max_new_tokens
-    _library_check(lambda: check_max_new_tokens(max_new, most=limits.max_new_tokens, limit="--max-new-tokens"))
-    _library_check(lambda: check_sampling(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed))
-    _library_check(lambda: repetition_of(no_repeat_ngram_size, repetition_penalty))
-    ids = _library_check(lambda: prompt_ids(service.tokenizer, service.config, prompt))
+    check_max_new_tokens(max_new, most=limits.max_new_tokens, limit="--max-new-tokens")
+    settings = with_given(SampleConfig(), **given)
+    ids = prompt_ids(service.tokenizer, service.config, prompt)
     check_tokens(len(ids), service.text_limit(room=1), "prompt", service, what=", less 1 to generate into")
-    config = service.config
-    stops = (config.eos_id,) if stop and config.eos_id is not None else ()
-    settings = GenerateSettings(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, stop_tokens=stops,
-                                no_repeat_ngram_size=no_repeat_ngram_size, repetition_penalty=repetition_penalty)
-    return job(GenerateWork(tuple(ids), min(max_new, config.max_len - len(ids)), emit, settings))
+    return job(GenerateWork(tuple(ids), min(max_new, service.config.max_len - len(ids)), emit, settings,
+                            warnings=warnings(encode_counted(service.tokenizer, [prompt] if prompt else [])[1])))
 
 
 def prepare_score(service: Service, *, text: str | None, texts: list[str] | None, per_token: bool) -> Job:
     named = texts_of(text, texts, service.limits)
     bos = service.config.bos_id
-    limit = service.text_limit(room=0 if bos is None else 1)
-    for (name, _), ids in zip(named, service.tokenizer.encode_batch([t for _, t in named]), strict=True):
-        check_tokens(len(ids), limit, name, service, what="" if bos is None else ", less its start token")
-        if bos is None and len(ids) < 2:
-            raise InputError(f"{name} is {len(ids)} token(s); this model has no start token, so its first token "
+    ids, unknown = service.encode(named, room=0 if bos is None else 1,
+                                  what="" if bos is None else ", less its start token")
+    for (name, _), x in zip(named, ids, strict=True):
+        if bos is None and len(x) < 2:
+            raise InputError(f"{name} is {len(x)} token(s); this model has no start token, so its first token "
                              "is context only: give at least 2")
-    return job(ScoreWork(tuple(t for _, t in named), per_token))
+    return job(ScoreWork(tuple(t for _, t in named), per_token, warnings=warnings(unknown)))
 
 
 def prepare_classify(service: Service, *, text: str | None, texts: list[str] | None, top: int) -> Job:
     named = texts_of(text, texts, service.limits)
-    _library_check(lambda: check_top(top))
-    limit = service.text_limit(room=2)
-    for (name, _), ids in zip(named, service.tokenizer.encode_batch([t for _, t in named]), strict=True):
-        check_tokens(len(ids), limit, name, service, what=", less 2 for [CLS] and [SEP]")
-    return job(ClassifyWork(tuple(t for _, t in named), top))
+    check_top(top)
+    _, unknown = service.encode(named, room=2, what=", less 2 for [CLS] and [SEP]")
+    return job(ClassifyWork(tuple(t for _, t in named), top, warnings=warnings(unknown)))
 
 
 def prepare_attention(service: Service, *, text: str, target: str | None) -> Job:
     limits = service.limits
     text = check_text(text, "text", limits)
+    kind = KINDS[service.kind]
     if target is not None:
-        if service.kind != "seq2seq":
+        if "translate" not in kind.endpoints:
             raise InputError(f"target is only for an encoder-decoder; this is a {service.kind} checkpoint")
         target = check_text(target, "target", limits)
         check_tokens(len(service.tokenizer.encode(target)), service.text_limit(room=1), "target", service,
                      what=", less 1 for the start symbol")
-    if service.kind == "gpt":
-        room = 0 if service.config.bos_id is None else 1  # its start token
-    else:
-        room = 0 if service.kind == "seq2seq" else 2  # BERT: [CLS] text [SEP]
+    room = kind.room_of(service.config)
     check_tokens(len(service.tokenizer.encode(text)), service.text_limit(room=room), "text", service)
     return job(AttentionWork(text, target))
 
 
-def _library_check(check: Callable[[], Any]) -> Any:
-    """What `check()` returns; its UserError (a library check's one-line refusal) as an InputError."""
-    try:
-        return check()
-    except UserError as e:
-        raise InputError(str(e).strip().splitlines()[0]) from None
+def warnings(unknown: Unknown) -> tuple[str, ...]:
+    """An answer's "warnings": the one line saying what of its input the model's tokenizer cannot represent
+    (`inference.Unknown.warning`, as the command line warns on stderr), or none."""
+    line = unknown.warning()
+    return (line,) if line else ()
 
 
-__all__ = ["ENDPOINTS", "MAX_BEAM", "InputError", "Service", "check_text", "load_service", "prepare_attention",
-           "prepare_classify", "prepare_generate", "prepare_score", "prepare_translate"]
+__all__ = ["ENDPOINTS", "KINDS", "MAX_BEAM", "InputError", "Kind", "Service", "check_text", "load_service",
+           "prepare_attention", "prepare_classify", "prepare_generate", "prepare_score", "prepare_translate"]

@@ -3,12 +3,13 @@
 carries it, and `run_batch`, which decodes works of one batch key with one call of the library.
 
 A work's `size` is the sentences it adds to a batch, and its `batch_key()` what works must share to be
-decoded together (a translation's `TranslateSettings`, a generation's `GenerateSettings`; any scorings, any
-classifications). Seeded sampling and attention maps have no key, so they always run alone: a seeded draw in
-a batch would take other rows' random numbers, and recording attention switches the model to its eager
-kernel. Batched decoding gives each sentence what it gives the sentence alone (padding is masked; the
-library's tests hold `translate`, `generate`, scoring and classification to that), so batching changes when
-an answer comes, not what it is.
+decoded together (a translation's `decoding.DecodeConfig`, a generation's `decoding.SampleConfig`, each as
+its `search_key()`; any scorings, any classifications). A translation carries its sentences' ids,
+tokenized once when the request was checked. Seeded sampling and attention maps have no key, so they always
+run alone: a seeded draw in a batch would take other rows' random numbers, and recording attention switches
+the model to its eager kernel. Batched decoding gives each sentence what it gives the sentence alone (padding
+is masked; the library's tests hold `translate`, `generate`, scoring and classification to that), so
+batching changes when an answer comes, not what it is.
 """
 
 from __future__ import annotations
@@ -20,17 +21,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from tformer.decoding import generate
+from tformer.decoding.search import sample
+from tformer.decoding.settings import DecodeConfig, SampleConfig
 from tformer.inference import (
-    DecodeConfig,
+    Encoded,
     Loaded,
     TextStream,
-    repetition_of,
+    n_best_ids,
     score_lines,
     token_scores,
     top_labels,
-    translate,
-    translate_n_best,
+    translate_ids,
 )
 from tformer.serve.batching import Job
 
@@ -38,50 +39,24 @@ from tformer.serve.batching import Job
 
 
 @dataclass(frozen=True)
-class TranslateSettings:
-    """How a translation searches (`inference.DecodeConfig`'s settings but the batch size): translations
-    with equal settings are decoded in one call."""
-
-    beam: int
-    lenpen: float
-    stopping: str
-    max_len_a: float
-    max_len_b: int
-    no_repeat_ngram_size: int = 0
-    repetition_penalty: float = 1.0
-
-
-@dataclass(frozen=True)
 class TranslateWork:
-    """Sentences to translate, and how: `prefixes`, text each translation must start with (None: none; ()
-    when no sentence has one); `n_best`, how many hypotheses to answer with their scores (None: the best one's
-    text only). Neither changes how a search runs, so neither is part of the batch key."""
+    """Sentences to translate, as ids (`ids`; `forced`: per sentence, the ids its translation must start with,
+    () when no sentence has a prefix), and how: `settings`; `n_best`, how many hypotheses to answer with their
+    scores (None: the best one's text only). Neither the prefixes nor n_best change how a search runs, so
+    neither is part of the batch key."""
 
-    texts: tuple[str, ...]
-    settings: TranslateSettings
-    prefixes: tuple[str | None, ...] = ()
+    ids: tuple[tuple[int, ...], ...]
+    settings: DecodeConfig
+    forced: tuple[tuple[int, ...], ...] = ()
     n_best: int | None = None
+    warnings: tuple[str, ...] = ()  # what the answer says of its input (`service.warnings`)
 
     @property
     def size(self) -> int:
-        return len(self.texts)
+        return len(self.ids)
 
-    def batch_key(self) -> TranslateSettings:
-        return self.settings
-
-
-@dataclass(frozen=True)
-class GenerateSettings:
-    """How a generation samples (`decoding.generate`'s arguments): unseeded ones with equal settings are
-    decoded in one call."""
-
-    temperature: float  # 0: greedy
-    top_k: int | None
-    top_p: float | None
-    seed: int | None
-    stop_tokens: tuple[int, ...]
-    no_repeat_ngram_size: int = 0
-    repetition_penalty: float = 1.0
+    def batch_key(self) -> DecodeConfig:
+        return self.settings.search_key()
 
 
 @dataclass(frozen=True)
@@ -92,16 +67,12 @@ class GenerateWork:
     ids: tuple[int, ...]
     max_new: int  # at most: the request's max_new_tokens, or what the context leaves
     emit: Callable[[str], None] | None
-    settings: GenerateSettings
+    settings: SampleConfig
+    warnings: tuple[str, ...] = ()
     size: ClassVar[int] = 1
 
-    def batch_key(self) -> GenerateSettings | None:
-        """Greedy generations share a key whatever their other settings (they change nothing); a seeded draw
-        has none (it runs alone)."""
-        s = self.settings
-        if s.temperature == 0:
-            return dataclasses.replace(s, temperature=0.0, top_k=None, top_p=None, seed=None)
-        return None if s.seed is not None else s
+    def batch_key(self) -> SampleConfig | None:
+        return self.settings.search_key()
 
 
 @dataclass(frozen=True)
@@ -110,6 +81,7 @@ class ScoreWork:
 
     texts: tuple[str, ...]
     per_token: bool
+    warnings: tuple[str, ...] = ()
 
     @property
     def size(self) -> int:
@@ -125,6 +97,7 @@ class ClassifyWork:
 
     texts: tuple[str, ...]
     top: int
+    warnings: tuple[str, ...] = ()
 
     @property
     def size(self) -> int:
@@ -185,16 +158,16 @@ def _translate(loaded: Loaded, works: list[TranslateWork]) -> list[list[str] | l
 
 
 def _translate_group(loaded: Loaded, works: list[TranslateWork], scored: bool) -> list[Any]:
-    settings = works[0].settings  # the batch key: equal in every work
-    decode = DecodeConfig(**dataclasses.asdict(settings), batch_size=sum(w.size for w in works))  # one call
-    texts, starts = _flat([w.texts for w in works])
-    prefixes, _ = _flat([w.prefixes or (None,) * w.size for w in works])
+    decode = dataclasses.replace(works[0].settings, batch_size=sum(w.size for w in works))  # one call for all
+    ids, starts = _flat([[list(x) for x in w.ids] for w in works])
+    forced = None
+    if any(w.forced for w in works):
+        forced, _ = _flat([[list(x) for x in w.forced] if w.forced else [[]] * w.size for w in works])
+    encoded = Encoded(ids, forced)
     if not scored:
-        out = translate(loaded.model, loaded.tokenizer, texts, decode, prefixes=prefixes, layout=loaded.layout,
-                        graphs=loaded.graphs)
+        out = translate_ids(loaded.decoder, loaded.tokenizer, encoded, decode)
         return [out[a:b] for a, b in itertools.pairwise(starts)]
-    found = translate_n_best(loaded.model, loaded.tokenizer, texts, decode, prefixes=prefixes,
-                             n_best=max(w.n_best for w in works), layout=loaded.layout, graphs=loaded.graphs)
+    found = n_best_ids(loaded.decoder, loaded.tokenizer, encoded, decode, n_best=max(w.n_best for w in works))
     return [[[dataclasses.asdict(c) for c in hyps[: w.n_best]] for hyps in found[a:b]]
             for w, (a, b) in zip(works, itertools.pairwise(starts), strict=True)]
 
@@ -234,13 +207,9 @@ def _generate_rows(loaded: Loaded, rows: list[GenerateWork], streams: list[Any])
                 rows[row].emit(piece)
 
     most = max(g.max_new for g in rows)
-    s = rows[0].settings  # the batch key: equal in every row
-    if most > 0:
-        generate(loaded.model, [list(g.ids) for g in rows], max_new_tokens=most, pad_id=loaded.config.pad_id or 0,
-                 on_token=on_token, layout=loaded.layout, graphs=loaded.graphs, temperature=s.temperature,
-                 top_k=s.top_k, top_p=s.top_p,
-                 seed=s.seed, stop_tokens=s.stop_tokens,
-                 repetition=repetition_of(s.no_repeat_ngram_size, s.repetition_penalty))
+    if most > 0:  # the rows' settings: equal (the batch key), but for what the key leaves out of a greedy search
+        sample(loaded.decoder, [list(g.ids) for g in rows], rows[0].settings, max_new_tokens=most,
+               eos_id=loaded.config.eos_id, pad_id=loaded.config.pad_id or 0, on_token=on_token)
 
 
 def _score(loaded: Loaded, works: list[ScoreWork]) -> list[list[dict[str, Any]]]:
@@ -286,5 +255,4 @@ def _attention(loaded: Loaded, works: list[AttentionWork]) -> list[dict[str, Any
     return out
 
 
-__all__ = ["AttentionWork", "ClassifyWork", "GenerateSettings", "GenerateWork", "ScoreWork", "TranslateSettings",
-           "TranslateWork", "Work", "job", "run_batch"]
+__all__ = ["AttentionWork", "ClassifyWork", "GenerateWork", "ScoreWork", "TranslateWork", "Work", "job", "run_batch"]
