@@ -30,7 +30,7 @@ from torch import nn
 from benchmarks.common import alternate, write_json
 from tformer.data.padding import pad
 from tformer.decoding import beam_search, greedy
-from tformer.inference import decode_config, load
+from tformer.inference import load
 from tformer.interop.ct2 import CT2Model, load_ct2, to_ct2, translate_ids
 from tformer.tasks.translation import load_split, run_recipe
 
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     recipe = run_recipe(args.checkpoint, command="evaluate", required=True)
-    decode = decode_config(recipe.decode)
+    decode = recipe.decode
     loaded = load(args.checkpoint, command="evaluate")
     model, config, tokenizer = loaded.model, loaded.config, loaded.tokenizer
     pairs = load_split(recipe.data, args.split)[: args.limit]

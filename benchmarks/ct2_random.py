@@ -42,8 +42,7 @@ from torch import nn
 import tformer
 from benchmarks.common import apply_quick, seconds, write_json
 from benchmarks.ct2_parity import ours
-from tformer.decoding import generate_greedy
-from tformer.decoding.layout import DecodingLayout
+from tformer.decoding import Decoder, generate_greedy
 from tformer.interop.ct2 import generate_ids, load_ct2, to_ct2, translate_ids
 from tformer.quant import quantize
 
@@ -143,8 +142,8 @@ def contender_call(task: str, contender: str, directory: Path, args: argparse.Na
     if kind == "int8":
         model = quantize(model, "int8")
     if "prompts" in kw:  # the decoding layout kept across calls, as `inference.load` keeps it for its holder
-        layout = DecodingLayout(model)
-        return lambda: generate_greedy(model, kw["prompts"], max_new_tokens=kw["max_new_tokens"], layout=layout)
+        decoder = Decoder(model)
+        return lambda: generate_greedy(decoder, kw["prompts"], max_new_tokens=kw["max_new_tokens"])
     return lambda: ours(model, **kw)
 
 

@@ -121,13 +121,12 @@ def ours(task: str, contender: str, checkpoint: Path, args: argparse.Namespace) 
     loaded = inference.load(checkpoint, quantization=quantization)
     if spec["kind"] == "translator":
         texts = sentences(checkpoint, args.sentences)
-        decode = inference.decode_config(inference.run_decode(checkpoint), beam=spec["beam"], batch_size=args.batch,
-                                         stopping=spec.get("stopping"))
-        return lambda: inference.translate(loaded.model, loaded.tokenizer, texts, decode, truncate=True,
-                                           layout=loaded.layout)
+        decode = inference.with_given(inference.run_decode(checkpoint), beam=spec["beam"], batch_size=args.batch,
+                                      stopping=spec.get("stopping"))
+        return lambda: inference.translate(loaded.decoder, loaded.tokenizer, texts, decode, truncate=True)
     start = [loaded.config.bos_id] if loaded.config.bos_id is not None else []
     rows = [start + p for p in prompts(loaded.tokenizer, spec["batch"])]
-    return lambda: generate_greedy(loaded.model, rows, max_new_tokens=args.gen_new_tokens, layout=loaded.layout)
+    return lambda: generate_greedy(loaded.decoder, rows, max_new_tokens=args.gen_new_tokens)
 
 
 def theirs(task: str, contender: str, checkpoint: Path, converted: Path, args: argparse.Namespace,
@@ -145,7 +144,7 @@ def theirs(task: str, contender: str, checkpoint: Path, converted: Path, args: a
     if spec["kind"] == "translator":
         engine = ctranslate2().Translator(str(model_dir), device="cpu", intra_threads=threads)
         texts = sentences(checkpoint, args.sentences)
-        decode = inference.decode_config(inference.run_decode(checkpoint))
+        decode = inference.run_decode(checkpoint)
 
         def translate() -> list[str]:
             pieces = [[vocab[i] for i in s] for s in tokenizer.encode_batch(texts)]
@@ -234,7 +233,7 @@ def main(argv: list[str] | None = None) -> dict:
     translator = bench_models.translator(args.translator, minutes=args.train_minutes, root=args.models_dir,
                                          quick=quick)
     gpt = bench_models.gpt(args.gpt, minutes=args.train_minutes, root=args.models_dir, quick=quick)
-    stopping = inference.decode_config(inference.run_decode(translator)).stopping
+    stopping = inference.run_decode(translator).stopping
     tasks = ["greedy", "beam"] + (["beam-equal"] if stopping != "finished" else []) + ["gen1", "gen8"]
     tasks = [t for t in tasks if args.tasks is None or t in args.tasks]
     argv = [f"--sentences={args.sentences}", f"--batch={args.batch}", f"--gen-new-tokens={args.gen_new_tokens}",

@@ -40,9 +40,7 @@ import tformer
 from benchmarks import machine
 from benchmarks.common import alternate, at_least, device_arg, run_main, timed, write_json
 from tformer.data.device import DTYPES
-from tformer.decoding import generate_greedy
-from tformer.decoding.captured import DecodeGraphs
-from tformer.decoding.layout import DecodingLayout
+from tformer.decoding import Decoder, generate_greedy
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
@@ -96,16 +94,15 @@ def contenders(ours: nn.Module, hf: nn.Module, prompt: torch.Tensor, new: int,
     rows = prompt.tolist()
     extra = {}
     if compiled is not None:
-        extra["tformer compiled"] = lambda: generate_greedy(compiled, rows, max_new_tokens=new, capture=False)
+        extra["tformer compiled"] = lambda: generate_greedy(Decoder(compiled, capture=False), rows, max_new_tokens=new)
     if prompt.device.type == "cuda" and capture:
-        extra["tformer eager"] = lambda: generate_greedy(ours, rows, max_new_tokens=new, capture=False)
+        extra["tformer eager"] = lambda: generate_greedy(Decoder(ours, capture=False), rows, max_new_tokens=new)
 
-    layout = DecodingLayout(ours)  # kept across calls, as `inference.load` keeps it for its holder
-    graphs = DecodeGraphs(ours)  # likewise the captured steps (used on CUDA only)
+    # the layout and the captured steps (used on CUDA only) kept across calls, as `inference.load` keeps them
+    decoder = Decoder(ours, capture=None if capture else False)
 
     def run_ours() -> list[list[int]]:
-        return generate_greedy(ours, rows, max_new_tokens=new, layout=layout, graphs=graphs,
-                               capture=None if capture else False)
+        return generate_greedy(decoder, rows, max_new_tokens=new)
 
     @torch.inference_mode()
     def run_hf() -> list[list[int]]:

@@ -42,8 +42,7 @@ import tformer
 from benchmarks.common import alternate, at_least, device_arg, run_main, sync, timed, write_json
 from benchmarks.generate import add_model_args, build_pair
 from tformer.data.device import DTYPES
-from tformer.decoding import beam_search, generate, generate_greedy, greedy
-from tformer.decoding.captured import DecodeGraphs
+from tformer.decoding import Decoder, beam_search, generate, generate_greedy, greedy
 
 TINY = dict(layers=1, d_model=32, heads=2, vocab=128, prompt_len=8, new_tokens=16, check_tokens=8, reps=1,
             source_len=8, no_compile=True)
@@ -81,21 +80,21 @@ def agreement(a: list[list[int]], b: list[list[int]]) -> int:
 
 
 def ours_calls(decode: Callable[..., list[list[int]]], model: nn.Module, *, compile: bool) -> dict[str, Callable]:
-    """Name -> a call of `decode(capture=, graphs=)`: dynamic eager, captured (graphs kept across the calls,
-    as a model's holder keeps them) and, with `compile`, compiled then captured."""
-    def run(capture: bool, graphs: DecodeGraphs | None) -> Callable[[], list[list[int]]]:
-        return lambda: decode(capture=capture, graphs=graphs)
+    """Name -> a call of `decode(decoder)`: dynamic eager, captured (graphs kept across the calls by one
+    `Decoder`, as a model's holder keeps them) and, with `compile`, compiled then captured."""
+    def run(decoder: Decoder) -> Callable[[], list[list[int]]]:
+        return lambda: decode(decoder)
 
-    calls = {"tformer eager": run(False, None), "tformer captured": run(True, DecodeGraphs(model))}
+    calls = {"tformer eager": run(Decoder(model, capture=False)), "tformer captured": run(Decoder(model, capture=True))}
     if compile:
-        calls["tformer captured+compiled"] = run(True, DecodeGraphs(model, compile=True))
+        calls["tformer captured+compiled"] = run(Decoder(model, capture=True, compile=True))
     return calls
 
 
 def check_fixed(decode: Callable[..., list[list[int]]], model: nn.Module, captured: list[list[int]], what: str,
                 failures: list[str]) -> None:
     """The captured tokens must be those of the same fixed-shape steps run eagerly (the graph replays them)."""
-    if decode(capture=True, graphs=DecodeGraphs(model, record=False)) != captured:
+    if decode(Decoder(model, capture=True, record=False)) != captured:
         failures.append(f"{what}: captured tokens differ from the fixed-shape eager steps")
 
 
@@ -118,7 +117,7 @@ def generation_rows(args: argparse.Namespace, ours: nn.Module, hf: nn.Module, de
     for batch in args.batches:
         prompt = torch.randint(0, args.vocab, (batch, args.prompt_len), generator=g).to(device)  # (B, P)
         new = args.new_tokens
-        decode = partial(generate_greedy, ours, prompt.tolist(), max_new_tokens=new)
+        decode = partial(greedy_prompts, prompt.tolist(), max_new_tokens=new)
         calls = ours_calls(decode, ours, compile=not args.no_compile)
         if not args.no_hf:
             calls.update(hf_calls(hf, prompt, new))
@@ -145,11 +144,11 @@ def generation_rows(args: argparse.Namespace, ours: nn.Module, hf: nn.Module, de
 def sampled_check(ours: nn.Module, prompts: list[list[int]], new: int, failures: list[str]) -> dict:
     """Seeded top-k sampling: captured == the fixed-shape steps run eagerly (the graph advances the generator
     as the eager steps do)."""
-    kw = dict(max_new_tokens=new, temperature=1.0, top_k=50, seed=1234, capture=True)
-    eager = generate(ours, prompts, graphs=DecodeGraphs(ours, record=False), **kw)
-    graphs = DecodeGraphs(ours)
-    first = generate(ours, prompts, graphs=graphs, **kw)  # records the graph on the way
-    again = generate(ours, prompts, graphs=graphs, **kw)  # replays it from the first step
+    kw = dict(max_new_tokens=new, temperature=1.0, top_k=50, seed=1234)
+    eager = generate(Decoder(ours, capture=True, record=False), prompts, **kw)
+    decoder = Decoder(ours, capture=True)
+    first = generate(decoder, prompts, **kw)  # records the graph on the way
+    again = generate(decoder, prompts, **kw)  # replays it from the first step
     same = first == eager and again == eager
     if not same:
         failures.append("seeded sampling: captured tokens differ from the fixed-shape eager steps")
@@ -163,8 +162,8 @@ def float32_check(args: argparse.Namespace, ours: nn.Module, device: torch.devic
     out = {}
     for batch in args.batches:
         prompts = torch.randint(0, args.vocab, (batch, args.prompt_len), generator=g).tolist()
-        eager = generate_greedy(model, prompts, max_new_tokens=args.check_tokens, capture=False)
-        captured = generate_greedy(model, prompts, max_new_tokens=args.check_tokens, capture=True)
+        eager = generate_greedy(Decoder(model, capture=False), prompts, max_new_tokens=args.check_tokens)
+        captured = generate_greedy(Decoder(model, capture=True), prompts, max_new_tokens=args.check_tokens)
         out[batch] = eager == captured
         if not out[batch]:
             failures.append(f"float32 batch {batch}: captured tokens differ from the dynamic eager path "
@@ -172,10 +171,17 @@ def float32_check(args: argparse.Namespace, ours: nn.Module, device: torch.devic
     return out
 
 
-def best_tokens(src: torch.Tensor, model: nn.Module, *, capture: bool, graphs: DecodeGraphs | None,
-                **kw: object) -> list[list[int]]:
+def greedy_prompts(prompts: list[list[int]], decoder: Decoder, **kw: object) -> list[list[int]]:
+    return generate_greedy(decoder, prompts, **kw)
+
+
+def greedy_source(src: torch.Tensor, decoder: Decoder, **kw: object) -> list[list[int]]:
+    return greedy(decoder, src, **kw)
+
+
+def best_tokens(src: torch.Tensor, decoder: Decoder, **kw: object) -> list[list[int]]:
     """The tokens of each sentence's best beam-search hypothesis."""
-    return [hyps[0].tokens for hyps in beam_search(model, src, capture=capture, graphs=graphs, **kw)]
+    return [hyps[0].tokens for hyps in beam_search(decoder, src, **kw)]
 
 
 def translation_rows(args: argparse.Namespace, device: torch.device, failures: list[str]) -> list[dict]:
@@ -192,8 +198,8 @@ def translation_rows(args: argparse.Namespace, device: torch.device, failures: l
     for batch in args.batches:
         src = torch.randint(3, args.vocab, (batch, args.source_len), generator=g).to(device)  # (B, S)
         length = dict(max_len_a=0.0, max_len_b=2 * args.source_len)
-        searches = {"greedy translation": partial(greedy, model, src, **length),
-                    "beam-4 translation": partial(best_tokens, src, model, beam=4, **length)}
+        searches = {"greedy translation": partial(greedy_source, src, **length),
+                    "beam-4 translation": partial(best_tokens, src, beam=4, **length)}
         for task, decode in searches.items():
             calls = ours_calls(decode, model, compile=False)
             warm = {name: timed(fn, device) for name, fn in calls.items()}

@@ -35,7 +35,7 @@ from benchmarks.common import alternate, write_json
 from benchmarks.ct2_parity import ours
 from tformer.decoding import generate_greedy
 from tformer.evaluation.bleu import score_corpus
-from tformer.inference import decode_config, load, translate
+from tformer.inference import load, translate, with_given
 from tformer.interop.ct2 import generate_ids, load_ct2, to_ct2, translate_ids
 from tformer.quant import MIN_WEIGHTS, count_int8, quantize
 from tformer.tasks.translation import load_split, run_recipe
@@ -73,7 +73,7 @@ def translator(path: Path, args: argparse.Namespace, tmp: Path) -> dict:
     result: dict = {"checkpoint": str(path), "sentences": len(pairs), "batch_size": args.batch_size,
                     "int8_layers": {k: count_int8(m) for k, m in models.items()}, "bleu": {}, "seconds": {}}
     for beam in (1, 4):
-        decode = decode_config(recipe.decode, beam=beam, batch_size=args.batch_size)
+        decode = with_given(recipe.decode, beam=beam, batch_size=args.batch_size)
         limits = dict(max_len_a=decode.max_len_a, max_len_b=decode.max_len_b)
         settings = dict(limits, lenpen=decode.lenpen) if beam > 1 else limits
         bleu = {k: score_corpus(translate(m, tokenizer, sentences, decode, truncate=True), refs).bleu

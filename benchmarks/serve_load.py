@@ -237,10 +237,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         sentences = source_sentences(args, checkpoint)
         loaded = inference.load(checkpoint, command="translate")
         model, tokenizer = loaded.model, loaded.tokenizer
-        decode = inference.decode_config(inference.run_decode(checkpoint), beam=args.beam)
+        decode = inference.with_given(inference.run_decode(checkpoint), beam=args.beam)
         print(f"decoding {len(sentences)} sentences alone (the reference) ...", flush=True)
         start = time.perf_counter()
-        alone = [inference.translate(model, tokenizer, [s], decode, layout=loaded.layout)[0] for s in sentences]
+        alone = [inference.translate(loaded.decoder, tokenizer, [s], decode)[0] for s in sentences]
         alone_s = time.perf_counter() - start
         del model, loaded
         k = args.texts

@@ -16,7 +16,7 @@ import yaml
 import tformer
 from tformer.cli import main
 from tformer.data.padding import pad
-from tformer.decoding import beam_search, generate, greedy
+from tformer.decoding import SampleConfig, beam_search, generate, greedy
 from tformer.inference import (
     DecodeConfig,
     continue_prompt,
@@ -184,8 +184,9 @@ def test_generate_with_no_repeat_ngram_size_never_repeats_a_bigram(ckpt: dict, c
             "--max-new-tokens", "30", "--json"]
     code, out, _ = run([*args, "--no-repeat-ngram-size", "2"], capsys)
     text = json.loads(out)["text"]
-    assert code == 0 and text == continue_prompt(loaded.model, loaded.tokenizer, "the cat", max_new_tokens=30,
-                                                 temperature=0.0, repetition=repetition_of(2))
+    assert code == 0 and text == continue_prompt(loaded.model, loaded.tokenizer, "the cat",
+                                                 SampleConfig(temperature=0.0, no_repeat_ngram_size=2),
+                                                 max_new_tokens=30)
     prompt = prompt_ids(loaded.tokenizer, loaded.config, "the cat")
     for rep, repeated in ((repetition_of(2), False), (None, True)):  # the tokens behind the text
         (new,) = generate(loaded.model, [prompt], max_new_tokens=30, temperature=0.0, repetition=rep,
@@ -194,8 +195,9 @@ def test_generate_with_no_repeat_ngram_size_never_repeats_a_bigram(ckpt: dict, c
         if rep is not None:
             assert loaded.tokenizer.decode(new) == text
     code, out, _ = run([*args, "--repetition-penalty", "1.5"], capsys)
-    assert json.loads(out)["text"] == continue_prompt(loaded.model, loaded.tokenizer, "the cat", max_new_tokens=30,
-                                                      temperature=0.0, repetition=repetition_of(penalty=1.5))
+    assert json.loads(out)["text"] == continue_prompt(loaded.model, loaded.tokenizer, "the cat",
+                                                      SampleConfig(temperature=0.0, repetition_penalty=1.5),
+                                                      max_new_tokens=30)
 
 
 @pytest.mark.parametrize("name, args, text", [

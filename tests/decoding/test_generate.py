@@ -14,7 +14,7 @@ import transformers
 from torch import nn
 
 import tformer
-from tformer.decoding import generate, generate_greedy
+from tformer.decoding import Decoder, generate, generate_greedy
 from tformer.decoding.generate import left_pad, next_logits
 
 VOCAB = 64
@@ -200,28 +200,29 @@ def test_decoding_layout_copies_once_and_follows_changes() -> None:
     expected = weight.detach().clone()
     with layout.applied():
         assert torch.equal(weight, expected) and not weight.is_contiguous()
-    generate(model, PROMPTS, max_new_tokens=3, layout=layout)
+    decoder = Decoder(model)
+    decoder.layout = layout
+    generate(decoder, PROMPTS, max_new_tokens=3)
     assert all(p.is_contiguous() for p in model.parameters())
 
 
-def test_a_decoder_uses_the_layout_it_is_given_and_keeps_none_of_its_own() -> None:
-    """Decoding one row with a layout reuses that layout's copies from call to call; without one, the copies
-    live for the call only: nothing of the model is kept anywhere once it is dropped."""
+def test_a_decoder_keeps_its_layout_and_a_bare_model_keeps_none() -> None:
+    """Decoding one row with a `Decoder` reuses its layout's copies from call to call; with a bare model, the
+    copies live for the call only: nothing of the model is kept anywhere once it is dropped."""
     import gc
     import weakref
 
-    from tformer.decoding.layout import DecodingLayout
-
     model = tiny_model("learned")
-    layout = DecodingLayout(model)
+    decoder = Decoder(model)
+    layout = decoder.layout
     one = [PROMPTS[0]]
     alone = generate_greedy(model, one, max_new_tokens=3)
-    assert generate_greedy(model, one, max_new_tokens=3, layout=layout) == alone
+    assert generate_greedy(decoder, one, max_new_tokens=3) == alone
     copies = {name: kept[2] for name, kept in layout._copies.items()}
     assert copies  # made by the first call
-    assert generate_greedy(model, one, max_new_tokens=3, layout=layout) == alone
+    assert generate_greedy(decoder, one, max_new_tokens=3) == alone
     assert all(layout._copies[name][2] is copy for name, copy in copies.items())  # reused, not remade
     gone = weakref.ref(model)
-    del model, layout, copies
+    del model, layout, copies, decoder
     gc.collect()
     assert gone() is None  # no module-level cache holds the model or its copies

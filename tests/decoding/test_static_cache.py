@@ -12,8 +12,8 @@ import torch
 from torch import nn
 
 import tformer
-from tformer.decoding import beam_search, generate, greedy
-from tformer.decoding.captured import DecodeGraphs, StepGraph, bucket, capture_problem, use_capture
+from tformer.decoding import Decoder, beam_search, generate, greedy
+from tformer.decoding.captured import StepGraph, bucket, capture_problem, use_capture
 from tformer.decoding.constraints import Repetition
 from tformer.decoding.sampling import race
 from tformer.errors import UserError
@@ -37,8 +37,8 @@ def tiny_gpt(name: str = "gpt-tiny", **overrides: object) -> nn.Module:
 def both(model: nn.Module, prompts: list[list[int]], **kw: object) -> tuple[list[list[int]], list[list[int]]]:
     """(dynamic, fixed-shape) generations with the same settings (greedy unless a temperature is given)."""
     kw = {"temperature": 0.0, **kw}
-    return (generate(model, prompts, max_new_tokens=12, capture=False, **kw),
-            generate(model, prompts, max_new_tokens=12, capture=True, **kw))
+    return (generate(Decoder(model, capture=False), prompts, max_new_tokens=12, **kw),
+            generate(Decoder(model, capture=True), prompts, max_new_tokens=12, **kw))
 
 
 # --- the fixed KV cache -------------------------------------------------------------------------------------
@@ -85,7 +85,7 @@ def test_fixed_greedy_equals_dynamic_with_left_padding_and_stop_tokens(name: str
     for prompts in (PROMPTS, PROMPTS[:1], [[1, 2, 3], [4, 5, 6]]):
         dynamic, fixed = both(model, prompts)
         assert fixed == dynamic
-    free = generate(model, PROMPTS, max_new_tokens=12, temperature=0.0, capture=False)
+    free = generate(Decoder(model, capture=False), PROMPTS, max_new_tokens=12, temperature=0.0)
     stops = [free[0][3], free[2][1]]  # rows stop at different steps; the others go on
     dynamic, fixed = both(model, PROMPTS, stop_tokens=stops)
     assert fixed == dynamic and min(map(len, dynamic)) < 12 and max(map(len, dynamic)) == 12
@@ -98,7 +98,7 @@ def test_fixed_sampling_draws_the_dynamic_tokens_from_the_same_seed() -> None:
         assert fixed == dynamic and len({tuple(t) for t in fixed}) > 1
     # A stop ends the dynamic path's draws for that row, which then takes fewer draws a step than the fixed
     # path (where the row goes on): equal tokens are certain for one row, up to the first stop for more.
-    first = generate(model, PROMPTS[:1], max_new_tokens=12, temperature=1.0, seed=5, capture=False)[0]
+    first = generate(Decoder(model, capture=False), PROMPTS[:1], max_new_tokens=12, temperature=1.0, seed=5)[0]
     dynamic, fixed = both(model, PROMPTS[:1], temperature=1.0, seed=5, stop_tokens=[first[4]])
     assert fixed == dynamic and len(fixed[0]) <= 4
 
@@ -118,7 +118,7 @@ def test_fixed_generation_keeps_the_repetition_rule_and_streams_in_order() -> No
     dynamic, fixed = both(model, PROMPTS, repetition=Repetition(no_repeat_ngram_size=1), temperature=1.0, seed=2)
     assert fixed == dynamic and all(len(set(t)) == len(t) for t in fixed)
     seen: list[tuple[int, int]] = []
-    streamed = generate(model, PROMPTS, max_new_tokens=5, temperature=0.0, capture=True,
+    streamed = generate(Decoder(model, capture=True), PROMPTS, max_new_tokens=5, temperature=0.0,
                         on_token=lambda r, t: seen.append((r, t)))
     expected = [(r, streamed[r][i]) for i in range(5) for r in range(len(PROMPTS))]
     assert seen == expected
@@ -126,15 +126,15 @@ def test_fixed_generation_keeps_the_repetition_rule_and_streams_in_order() -> No
 
 def test_kept_graphs_are_reused_and_belong_to_their_model() -> None:
     model = tiny_gpt()
-    graphs = DecodeGraphs(model, sync_every=3)  # reads every 3 steps: the tokens are the same
-    kw = dict(temperature=0.0, capture=True, graphs=graphs)
-    dynamic = generate(model, PROMPTS, max_new_tokens=12, temperature=0.0, capture=False)
-    assert generate(model, PROMPTS, max_new_tokens=12, **kw) == dynamic
+    decoder = Decoder(model, capture=True, sync_every=3)  # reads every 3 steps: the tokens are the same
+    graphs = decoder.graphs
+    dynamic = generate(Decoder(model, capture=False), PROMPTS, max_new_tokens=12, temperature=0.0)
+    assert generate(decoder, PROMPTS, max_new_tokens=12, temperature=0.0) == dynamic
     kept = list(graphs._kept.values())
-    assert generate(model, PROMPTS, max_new_tokens=10, **kw) == [t[:10] for t in dynamic]
+    assert generate(decoder, PROMPTS, max_new_tokens=10, temperature=0.0) == [t[:10] for t in dynamic]
     assert list(graphs._kept.values()) == kept  # the same bucket: the same buffers
     with pytest.raises(ValueError, match="another model"):
-        generate(tiny_gpt(), PROMPTS, max_new_tokens=2, capture=True, graphs=graphs)
+        graphs.check(tiny_gpt())
     assert bucket(70, cap=512) == 128 and bucket(70, cap=100) == 100
 
 
@@ -142,9 +142,9 @@ def test_capture_is_refused_by_name_where_it_cannot_run_and_off_by_default_on_th
     alibi = tiny_gpt(positions={"kind": "alibi"})
     assert "ALiBi" in capture_problem(alibi)
     with pytest.raises(UserError, match="captured decoding is not possible: ALiBi"):
-        generate(alibi, PROMPTS, max_new_tokens=2, capture=True)
+        generate(Decoder(alibi, capture=True), PROMPTS, max_new_tokens=2)
     with pytest.raises(UserError, match="use_cache=False"):
-        generate(tiny_gpt(), PROMPTS, max_new_tokens=2, capture=True, use_cache=False)
+        generate(Decoder(tiny_gpt(), capture=True), PROMPTS, max_new_tokens=2, use_cache=False)
     windowed = tiny_gpt(attention={"kind": "windowed", "window": 4})
     assert "WindowedAttention" in capture_problem(windowed)
     assert not use_capture(None, tiny_gpt())  # the CPU keeps the dynamic path unless asked
@@ -179,7 +179,7 @@ def test_fixed_greedy_translation_equals_dynamic(seed: int) -> None:
     model, src = translator(seed), padded_source(seed)
     for kw in ({}, dict(repetition=Repetition(no_repeat_ngram_size=2, penalty=2.0)),
                dict(prefixes=[[5, 6], [], [7], [8, 9, 10], []]), dict(max_len_a=0.5, max_len_b=2)):
-        assert greedy(model, src, capture=True, **kw) == greedy(model, src, capture=False, **kw)
+        assert greedy(Decoder(model, capture=True), src, **kw) == greedy(Decoder(model, capture=False), src, **kw)
 
 
 def same_hypotheses(a: list, b: list) -> bool:
@@ -195,8 +195,9 @@ def test_fixed_beam_search_finds_the_dynamic_hypotheses(seed: int) -> None:
     model, src = translator(seed), padded_source(seed)
     for kw in ({}, dict(beam=1), dict(beam=3, n_best=2, stopping="best", lenpen=0.5),
                dict(repetition=Repetition(no_repeat_ngram_size=2)), dict(prefixes=[[5, 6], [], [7], [8, 9, 10], []])):
-        fixed, dynamic = beam_search(model, src, capture=True, **kw), beam_search(model, src, capture=False, **kw)
+        fixed = beam_search(Decoder(model, capture=True), src, **kw)
+        dynamic = beam_search(Decoder(model, capture=False), src, **kw)
         assert same_hypotheses(fixed, dynamic), kw
-    graphs = DecodeGraphs(model)
-    first = beam_search(model, src, capture=True, graphs=graphs)
-    assert same_hypotheses(beam_search(model, src, capture=True, graphs=graphs), first)  # kept buffers, reused
+    decoder = Decoder(model, capture=True)
+    first = beam_search(decoder, src)
+    assert same_hypotheses(beam_search(decoder, src), first)  # kept buffers, reused

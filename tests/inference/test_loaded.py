@@ -11,8 +11,7 @@ import yaml
 
 import tformer
 from tformer.cli import main
-from tformer.decoding.captured import DecodeGraphs
-from tformer.decoding.layout import DecodingLayout
+from tformer.decoding import Decoder
 from tformer.inference import NEEDS, DecodeConfig, check_kind, load, run_decode
 from tformer.tokenization import BPETokenizer, CharTokenizer, WordPieceTokenizer
 from tformer.training.checkpoint import save_checkpoint
@@ -62,8 +61,8 @@ def test_load_returns_model_config_tokenizer_kind_and_layout(checkpoints: dict[s
         assert loaded.model.config == loaded.config and not loaded.model.training
         assert loaded.tokenizer.vocab_size <= loaded.config.vocab_size
         assert loaded.kind == kind and loaded.path == str(checkpoints[kind])
-        assert isinstance(loaded.layout, DecodingLayout) and loaded.layout.model is loaded.model
-        assert isinstance(loaded.graphs, DecodeGraphs) and loaded.graphs.model is loaded.model
+        assert isinstance(loaded.decoder, Decoder) and loaded.decoder.model is loaded.model
+        assert loaded.decoder.layout.model is loaded.model and loaded.decoder.graphs.model is loaded.model
     loaded = load(checkpoints["bert classifier"], command="classify")
     assert isinstance(loaded.model, tformer.BertClassifier)
 
@@ -130,7 +129,7 @@ def test_run_decode_reads_the_decode_section_beside_the_checkpoint(checkpoints: 
         recipe.write_text(saved)
     config = tformer.preset("transformer-tiny", {**TINY, "vocab_size": 300})
     save_checkpoint(tmp_path / "alone", model=tformer.build_model(config), config=config)
-    assert run_decode(tmp_path / "alone") is None  # no run directory around it
+    assert run_decode(tmp_path / "alone") == DecodeConfig()  # no run directory around it: the defaults
 
 
 def test_load_reads_config_yaml_once(checkpoints: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,19 +13,17 @@ import yaml
 
 import tformer
 from tformer.data.padding import pad
-from tformer.decoding import Repetition, beam_search, greedy
-from tformer.decoding.captured import DecodeGraphs
+from tformer.decoding import Decoder, Repetition, SampleConfig, beam_search, greedy
 from tformer.errors import UserError
 from tformer.inference import (
     DecodeConfig,
     check_n_best,
-    decode_config,
     run_decode,
     split_prefixes,
     translate,
     translate_n_best,
+    with_given,
 )
-from tformer.tasks.lm import SampleConfig
 from tformer.tokenization import BPETokenizer
 from tformer.training.checkpoint import save_checkpoint
 
@@ -169,11 +167,11 @@ def test_no_bigram_twice_with_no_repeat_ngram_size_2(mt: tuple) -> None:
     ids=["no-repeat-negative", "penalty-below-1"])
 def test_a_bad_repetition_setting_is_refused_in_repetitions_words_everywhere(key: str, value: float, message: str,
                                                                              tmp_path: Path) -> None:
-    """The library's Repetition, the decoding settings given (`decode_config`: the command line, the server),
+    """The library's Repetition, the decoding settings given (`with_given`: the command line, the server),
     a recipe's `decode:` and an lm recipe's `sample:` section: one check, one message (a recipe's names its
     section)."""
     for call, said in [(lambda: Repetition(**{{"repetition_penalty": "penalty"}.get(key, key): value}), message),
-                       (lambda: decode_config(**{key: value}), message),
+                       (lambda: with_given(DecodeConfig(), **{key: value}), message),
                        (lambda: DecodeConfig(**{key: value}), f"decode.{message}"),
                        (lambda: SampleConfig(**{key: value}), f"sample.{message}")]:
         with pytest.raises(UserError) as e:
@@ -195,29 +193,29 @@ def test_captured_steps_are_kept_by_their_holder_across_calls(mt: tuple) -> None
     """On a GPU a captured decoding step costs a recording; `Loaded.graphs` keeps it for the next call (a
     server's next request, a file's next batch). On the CPU the same fixed-shape path runs eagerly."""
     model, bpe = mt
-    graphs = DecodeGraphs(model)
+    decoder = Decoder(model, capture=True)
+    graphs = decoder.graphs
     for decode in (DecodeConfig(beam=1, max_len_b=6), DecodeConfig(beam=2, max_len_b=6)):
-        eager = translate(model, bpe, TEXT, decode, capture=False)
-        first = translate(model, bpe, TEXT, decode, capture=True, graphs=graphs)
+        eager = translate(Decoder(model, capture=False), bpe, TEXT, decode)
+        first = translate(decoder, bpe, TEXT, decode)
         kept = dict(graphs._kept)
         assert first == eager and kept  # the same translations, and state kept for the shapes seen
-        assert translate(model, bpe, TEXT, decode, capture=True, graphs=graphs) == eager
+        assert translate(decoder, bpe, TEXT, decode) == eager
         assert all(graphs._kept[key] is state for key, state in kept.items())  # reused, not made again
-    n_best = translate_n_best(model, bpe, TEXT, DecodeConfig(beam=2, max_len_b=6), n_best=2, capture=True,
-                              graphs=graphs)
+    n_best = translate_n_best(decoder, bpe, TEXT, DecodeConfig(beam=2, max_len_b=6), n_best=2)
     assert [c[0].text for c in n_best] == translate(model, bpe, TEXT, DecodeConfig(beam=2, max_len_b=6))
 
 
 def test_one_call_makes_one_holder_for_all_its_batches(mt: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
     model, bpe = mt
     seen = []
-    module = importlib.import_module("tformer.inference.translate")  # the package exports its function by that name
+    module = importlib.import_module("tformer.decoding.search")
     real = module.greedy
 
-    def spy(*args, graphs=None, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-        seen.append(graphs)
-        return real(*args, graphs=graphs, **kwargs)
+    def spy(decoder, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        seen.append(decoder)
+        return real(decoder, *args, **kwargs)
 
     monkeypatch.setattr(module, "greedy", spy)
     translate(model, bpe, TEXT, DecodeConfig(beam=1, max_len_b=4, batch_size=2))
-    assert len(seen) == 3 and all(g is seen[0] and isinstance(g, DecodeGraphs) for g in seen)
+    assert len(seen) == 3 and all(d is seen[0] and isinstance(d, Decoder) and d.model is model for d in seen)

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import tformer
+from tformer.decoding import Decoder, SampleConfig
 from tformer.decoding.beam import check_beam
-from tformer.decoding.captured import DecodeGraphs
 from tformer.decoding.generate import check_max_new_tokens
 from tformer.inference import (
     DecodeConfig,
@@ -90,8 +90,9 @@ def test_every_inference_function_drops_a_leading_byte_order_mark() -> None:
         score_pairs(seq2seq, bpe, [f"{plain}\ta cat"], where="t")
     assert prompt_ids(chars, gpt.config, marked) == prompt_ids(chars, gpt.config, plain)
     shown: list[str] = []
-    assert continue_prompt(gpt, chars, marked, max_new_tokens=5, temperature=0.0, on_text=shown.append) == \
-        continue_prompt(gpt, chars, plain, max_new_tokens=5, temperature=0.0)
+    greedy = SampleConfig(temperature=0.0)
+    assert continue_prompt(gpt, chars, marked, greedy, max_new_tokens=5, on_text=shown.append) == \
+        continue_prompt(gpt, chars, plain, SampleConfig(temperature=0.0), max_new_tokens=5)
     assert shown[0] == plain  # the prompt streamed as it was read
     for model, tokenizer, target in ((seq2seq, bpe, BOM + "a cat"), (gpt, chars, None), (classifier, pieces, None)):
         got_maps = attention_maps(model, tokenizer, marked, target=target)
@@ -127,19 +128,20 @@ def test_sampling_many_prompts_shares_one_holder_of_captured_steps(monkeypatch: 
     (of the same shape) instead of recording their own."""
     module = importlib.import_module("tformer.inference.generate")
     seen = []
-    real = module.generate
+    real = module.sample
 
-    def spy(*args, graphs=None, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-        seen.append(graphs)
-        return real(*args, graphs=graphs, **kwargs)
+    def spy(decoder, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        seen.append(decoder)
+        return real(decoder, *args, **kwargs)
 
-    monkeypatch.setattr(module, "generate", spy)
+    monkeypatch.setattr(module, "sample", spy)
     chars = CharTokenizer.train(TEXT)
     gpt = tformer.build_model(tformer.preset("gpt-tiny", {**TINY, "vocab_size": chars.vocab_size,
                                                           "bos_id": chars.eos_id, "eos_id": chars.eos_id})).eval()
-    samples = list(sample_prompts(gpt, chars, ["the", "a cat"], num_samples=2, max_new_tokens=3, seed=1))
+    samples = list(sample_prompts(gpt, chars, ["the", "a cat"], SampleConfig(seed=1), num_samples=2,
+                                  max_new_tokens=3))
     assert len(samples) == len(seen) == 4
-    assert all(isinstance(g, DecodeGraphs) and g is seen[0] and g.model is gpt for g in seen)
-    held = DecodeGraphs(gpt)
-    list(sample_prompts(gpt, chars, ["the"], max_new_tokens=3, graphs=held))
+    assert all(isinstance(d, Decoder) and d is seen[0] and d.model is gpt for d in seen)
+    held = Decoder(gpt)
+    list(sample_prompts(held, chars, ["the"], max_new_tokens=3))
     assert seen[-1] is held

@@ -45,6 +45,7 @@ from tests.cli.catalogue import build_world, snapshot
 from tformer.cli import main
 from tformer.configio import flat_keys, to_dict
 from tformer.data.lines import normalise_text
+from tformer.decoding import SampleConfig
 from tformer.training import loop
 from tformer.training.rundir import holds_run
 
@@ -304,9 +305,9 @@ class Library:
         return getattr(self, f"_{endpoint}")(self.loaded[kind], kind, b)
 
     def _translate(self, loaded: Any, kind: str, b: dict) -> Callable[[Any], None]:
-        from tformer.inference import decode_config, run_decode, translate
+        from tformer.inference import run_decode, translate, with_given
 
-        decode = decode_config(run_decode(loaded.path), beam=b.get("beam"), lenpen=b.get("lenpen"))
+        decode = with_given(run_decode(loaded.path), beam=b.get("beam"), lenpen=b.get("lenpen"))
         many = b.get("texts") is not None
         texts = [normalise_text(t) for t in (b["texts"] if many else [b["text"]])]
         want = translate(loaded.model, loaded.tokenizer, texts, decode)
@@ -322,8 +323,9 @@ class Library:
         most = b.get("max_new_tokens", self.max_new_tokens[kind])
         most = self.max_new_tokens[kind] if most is None else most
         fixed = settings.get("temperature", 1.0) == 0 or settings.get("seed") is not None
-        want = continue_prompt(loaded.model, loaded.tokenizer, b.get("prompt", ""), max_new_tokens=most,
-                               stop_at_eos=b.get("stop", True), **settings) if fixed else None
+        sample = SampleConfig(stop=b.get("stop", True), **settings)
+        want = continue_prompt(loaded.model, loaded.tokenizer, b.get("prompt", ""), sample,
+                               max_new_tokens=most) if fixed else None
 
         def check(got: Any) -> None:
             assert set(got) == {"text", "tokens", "finish"} and got["finish"] in ("stop", "length")

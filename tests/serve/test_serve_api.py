@@ -12,6 +12,7 @@ import pytest
 import torch
 from serving import LABELS, call, sentences
 
+from tformer.decoding import SampleConfig
 from tformer.inference import DecodeConfig, continue_prompt, load, score_lines, top_labels, translate
 
 
@@ -54,7 +55,7 @@ def test_generate_is_the_library_continuation(kind: str, servers: dict[str, str]
     model, _, tokenizer = loaded[kind]
     for prompt, settings in [("the cat", {"temperature": 0.0}), ("a dog", {"temperature": 0.9, "top_k": 5, "seed": 3}),
                              ("", {"temperature": 0.0})]:
-        expected = continue_prompt(model, tokenizer, prompt, max_new_tokens=12, **settings)
+        expected = continue_prompt(model, tokenizer, prompt, SampleConfig(**settings), max_new_tokens=12)
         status, out = call(servers[kind], "POST", "/generate", {"prompt": prompt, "max_new_tokens": 12, **settings})
         assert status == 200 and out["text"] == expected
         assert out["tokens"] <= 12 and out["finish"] in ("stop", "length")
@@ -163,7 +164,8 @@ def test_a_half_precision_server_answers_as_the_library_does_in_that_dtype(check
             assert out["translations"] == translate(model, tokenizer, texts,
                                                     DecodeConfig(beam=2, max_len_b=6, max_len_a=1.0))
         elif kind == "gpt":
-            assert out["text"] == continue_prompt(model, tokenizer, "the", max_new_tokens=6, temperature=0.0)
+            assert out["text"] == continue_prompt(model, tokenizer, "the", SampleConfig(temperature=0.0),
+                                                  max_new_tokens=6)
         else:
             want = top_labels(model, tokenizer, texts)
             assert [[g["label"] for g in got] for got in out["classifications"]] == [[n for n, _ in w] for w in want]

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from serving import call, events, sentences, start, until_full
 
+from tformer.decoding import SampleConfig
 from tformer.inference import DecodeConfig, continue_prompt, load, score_lines, top_labels, translate
 
 N = 8
@@ -57,7 +58,8 @@ def test_concurrent_generations_scores_and_labels_are_batched(checkpoints: dict[
     loaded = load(checkpoints["gpt"])
     model, tokenizer = loaded.model, loaded.tokenizer
     prompts = [s[: 3 + i] for i, s in enumerate(sentences(N, seed=6))]  # prompts of different lengths
-    alone = [continue_prompt(model, tokenizer, p, max_new_tokens=6 + i, temperature=0.0) for i, p in enumerate(prompts)]
+    alone = [continue_prompt(model, tokenizer, p, SampleConfig(temperature=0.0), max_new_tokens=6 + i)
+             for i, p in enumerate(prompts)]
     assert len(set(alone)) > 1
     lines = sentences(N, seed=7)
     scores = [score_lines(model, tokenizer, [line])[0].log_prob for line in lines]
@@ -85,7 +87,7 @@ def test_concurrent_generations_scores_and_labels_are_batched(checkpoints: dict[
 def test_a_streamed_generation_adds_up_to_its_answer(servers: dict[str, str], checkpoints: dict[str, Path]) -> None:
     loaded = load(checkpoints["gpt"])
     model, tokenizer = loaded.model, loaded.tokenizer
-    expected = continue_prompt(model, tokenizer, "the big", max_new_tokens=15, temperature=0.0)
+    expected = continue_prompt(model, tokenizer, "the big", SampleConfig(temperature=0.0), max_new_tokens=15)
     got = events(servers["gpt"], "/generate", {"prompt": "the big", "max_new_tokens": 15, "temperature": 0,
                                                "stream": True})
     names = [name for name, _ in got]
@@ -106,7 +108,7 @@ def test_concurrent_streams_are_batched_and_each_is_its_own(checkpoints: dict[st
     loaded = load(checkpoints["gpt"])
     model, tokenizer = loaded.model, loaded.tokenizer
     prompts = sentences(4, seed=8)
-    alone = [continue_prompt(model, tokenizer, p, max_new_tokens=10, temperature=0.0) for p in prompts]
+    alone = [continue_prompt(model, tokenizer, p, SampleConfig(temperature=0.0), max_new_tokens=10) for p in prompts]
     with start(checkpoints["gpt"], max_batch=4, sleep=until_full, max_new_tokens=20) as url:
         streams = together(4, lambda i: events(url, "/generate", {"prompt": prompts[i], "max_new_tokens": 10,
                                                                    "temperature": 0, "stream": True}))

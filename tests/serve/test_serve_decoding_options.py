@@ -12,7 +12,7 @@ import pytest
 from serving import call, sentences
 from test_serve_errors import assert_refused
 
-from tformer.decoding import generate
+from tformer.decoding import SampleConfig, generate
 from tformer.inference import (
     DecodeConfig,
     continue_prompt,
@@ -117,8 +117,8 @@ def test_repetition_settings_give_the_librarys_answers(servers: dict[str, str], 
         assert got == translate(mt.model, mt.tokenizer, texts, dataclasses.replace(DECODE, **settings))
     body = {"prompt": "the cat", "max_new_tokens": 15, "temperature": 0.0, "no_repeat_ngram_size": 2}
     text = post(servers, "gpt", "/generate", body)["text"]
-    assert text == continue_prompt(gpt.model, gpt.tokenizer, "the cat", max_new_tokens=15, temperature=0.0,
-                                   repetition=repetition_of(2))
+    assert text == continue_prompt(gpt.model, gpt.tokenizer, "the cat",
+                                   SampleConfig(temperature=0.0, no_repeat_ngram_size=2), max_new_tokens=15)
     prompt = prompt_ids(gpt.tokenizer, gpt.config, "the cat")
     (new,) = generate(gpt.model, [prompt], max_new_tokens=15, temperature=0.0, repetition=repetition_of(2),
                       stop_tokens=(gpt.config.eos_id,))
@@ -126,8 +126,9 @@ def test_repetition_settings_give_the_librarys_answers(servers: dict[str, str], 
     bigrams = list(zip(prompt + new, (prompt + new)[1:], strict=False))
     assert len(bigrams) == len(set(bigrams))  # no bigram twice, the prompt's included
     penalised = post(servers, "gpt", "/generate", {**body, "no_repeat_ngram_size": 0, "repetition_penalty": 1.3})
-    assert penalised["text"] == continue_prompt(gpt.model, gpt.tokenizer, "the cat", max_new_tokens=15,
-                                                temperature=0.0, repetition=repetition_of(penalty=1.3))
+    assert penalised["text"] == continue_prompt(gpt.model, gpt.tokenizer, "the cat",
+                                                SampleConfig(temperature=0.0, repetition_penalty=1.3),
+                                                max_new_tokens=15)
 
 
 @pytest.mark.parametrize("kind, path, body, example", [

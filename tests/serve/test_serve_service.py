@@ -5,10 +5,12 @@ generation's sampling settings; nothing for scoring or classification), and no k
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from tformer.decoding import DecodeConfig, SampleConfig
 from tformer.serve import Limits
 from tformer.serve.batching import Job
 from tformer.serve.service import (
@@ -23,10 +25,8 @@ from tformer.serve.service import (
 from tformer.serve.work import (
     AttentionWork,
     ClassifyWork,
-    GenerateSettings,
     GenerateWork,
     ScoreWork,
-    TranslateSettings,
     TranslateWork,
     run_batch,
 )
@@ -46,8 +46,9 @@ def generation(service: Service, **settings: object) -> Job:
 def test_a_translation_is_keyed_by_its_search_settings(services: dict[str, Service]) -> None:
     mt = services["seq2seq"]
     job = prepare_translate(mt, text=None, texts=["the cat", "a dog"], beam=None, lenpen=None)
-    recipes = TranslateSettings(beam=2, lenpen=1.0, stopping="finished", max_len_a=1.0, max_len_b=6)  # recipe.yaml
-    assert job.work == TranslateWork(("the cat", "a dog"), recipes)
+    recipes = DecodeConfig(beam=2, lenpen=1.0, stopping="finished", max_len_a=1.0, max_len_b=6)  # recipe.yaml
+    ids = tuple(map(tuple, mt.tokenizer.encode_batch(["the cat", "a dog"])))  # tokenized once, carried
+    assert job.work == TranslateWork(ids, dataclasses.replace(recipes, batch_size=mt.limits.max_batch))
     assert job.size == 2 and job.key == recipes
     assert prepare_translate(mt, text="a", texts=None, beam=2, lenpen=None).key == job.key
     assert prepare_translate(mt, text="a", texts=None, beam=3, lenpen=None).key != job.key
@@ -59,8 +60,7 @@ def test_a_generation_is_keyed_by_its_sampling_settings_and_a_seeded_one_runs_al
     gpt = services["gpt"]
     job = generation(gpt, top_k=5)
     assert isinstance(job.work, GenerateWork) and job.size == 1
-    stops = (gpt.config.eos_id,)
-    assert job.key == GenerateSettings(temperature=1.0, top_k=5, top_p=None, seed=None, stop_tokens=stops)
+    assert job.key == SampleConfig(temperature=1.0, top_k=5, top_p=None, seed=None, stop=True)
     assert generation(gpt, top_k=5, prompt="a dog").key == job.key
     assert generation(gpt, top_k=6).key != job.key
     assert generation(gpt, top_k=5, stop=False).key != job.key

@@ -29,7 +29,7 @@ from tformer.data.device import device_of
 from tformer.data.lines import check_line_lengths, normalise_text
 from tformer.data.padding import pad
 from tformer.decoding import Hypothesis
-from tformer.decoding.decoder import Decoder, model_of
+from tformer.decoding.decoder import Decoder, decoder_of, model_of
 from tformer.decoding.search import best_hypotheses, best_tokens
 from tformer.decoding.settings import DecodeConfig
 from tformer.errors import UserError
@@ -157,23 +157,26 @@ def translate_n_best(model: nn.Module | Decoder, tokenizer: Tokenizer, sentences
 
 def translate_ids(model: nn.Module | Decoder, tokenizer: Tokenizer, encoded: Encoded, decode: DecodeConfig, *,
                   progress: bool = False) -> list[str]:
-    """`translate` of sentences already tokenized and checked (`encode_sentences`)."""
+    """`translate` of sentences already tokenized and checked (`encode_sentences`). A bare model gets one
+    `Decoder` for all the call's batches."""
+    decoder = decoder_of(model)
 
     def search(src: Tensor, forced: list[list[int]] | None) -> list[str]:
-        return [tokenizer.decode(t) for t in best_tokens(model, src, decode, prefixes=forced)]
+        return [tokenizer.decode(t) for t in best_tokens(decoder, src, decode, prefixes=forced)]
 
-    return _in_batches(model, tokenizer.pad_id, encoded, decode.batch_size, search, empty="", progress=progress)
+    return _in_batches(decoder, tokenizer.pad_id, encoded, decode.batch_size, search, empty="", progress=progress)
 
 
 def n_best_ids(model: nn.Module | Decoder, tokenizer: Tokenizer, encoded: Encoded, decode: DecodeConfig, *,
                n_best: int, progress: bool = False) -> list[list[Candidate]]:
-    """`translate_n_best` of sentences already tokenized and checked (`encode_sentences`)."""
+    """`translate_n_best` of sentences already tokenized and checked (`encode_sentences`), as `translate_ids`."""
+    decoder = decoder_of(model)
 
     def search(src: Tensor, forced: list[list[int]] | None) -> list[list[Candidate]]:
-        found = best_hypotheses(model, src, decode, n_best=n_best, prefixes=forced)
+        found = best_hypotheses(decoder, src, decode, n_best=n_best, prefixes=forced)
         return [[_candidate(tokenizer, h) for h in hyps] for hyps in found]
 
-    return _in_batches(model, tokenizer.pad_id, encoded, decode.batch_size, search, empty=[], progress=progress)
+    return _in_batches(decoder, tokenizer.pad_id, encoded, decode.batch_size, search, empty=[], progress=progress)
 
 
 def _candidate(tokenizer: Tokenizer, h: Hypothesis) -> Candidate:
