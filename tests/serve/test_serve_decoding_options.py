@@ -70,7 +70,8 @@ def test_a_batch_with_and_without_n_best_gives_each_its_own_answer(checkpoints: 
     works = [prepare_translate(service, text=None, texts=sentences(2), beam=None, lenpen=None).work,
              prepare_translate(service, text=None, texts=sentences(3)[1:], beam=None, lenpen=None, n_best=2,
                                prefix=["Der", None]).work]
-    assert isinstance(works[1], TranslateWork) and works[1].prefixes == ("Der", None) and works[1].n_best == 2
+    forced = (tuple(service.tokenizer.encode("Der")), ())  # the prefixes' ids, tokenized once with the request
+    assert isinstance(works[1], TranslateWork) and works[1].forced == forced and works[1].n_best == 2
     assert run_batch(service.loaded, works) == [run_batch(service.loaded, [w])[0] for w in works]
 
 

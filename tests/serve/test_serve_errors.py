@@ -68,7 +68,7 @@ def test_bad_bodies_are_refused_in_one_line_and_never_with_a_500(path: str, serv
 
 @pytest.mark.parametrize("body, words", [
     ({"text": 5}, ["text=5", "valid string"]),
-    ({"text": "a", "foo": 1}, ["unknown field 'foo'", "text, texts, beam, lenpen"]),
+    ({"text": "a", "foo": 1}, ["unknown field 'foo'", "text, texts, n_best, prefix, beam, lenpen"]),
     ({"Text": "a"}, ["unknown field 'Text'"]),
     ({}, ["give either text", "or texts"]),
     ({"text": ""}, ["text is empty"]),

@@ -57,7 +57,8 @@ def add_settings(p: argparse.ArgumentParser, cls: type, *, default: str = "{}") 
                            default=None, help=f"do not {meta['help']}")
             continue
         base = kind if kind in (int, float, str) else next(t for t in typing.get_args(kind) if t is not type(None))
-        parse = {int: options.integer(low=meta["low"], high=meta["high"]), float: options.real(), str: str}[base]
+        bounds = {k: meta[k] for k in ("low", "high") if meta[k] is not None}
+        parse = {int: options.integer(**bounds), float: options.real(), str: str}[base]
         shown = "none" if f.default is None else f.default
         metavar = meta["metavar"] or {int: "N", float: "X", str: "WORD"}[base]
         p.add_argument(flag, type=parse, default=None, metavar=metavar,
