@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from tformer.data.lines import normalise_text
+from tformer.tokenization import Tokenizer
 
 EXAMPLES = 3  # distinct unknown pieces a warning shows
 
@@ -53,7 +53,7 @@ class Unknown:
                 f"model's tokenizer{shown}; its output will be poor")
 
 
-def unknown_tokens(tokenizer: Any, texts: Sequence[str]) -> Unknown:
+def unknown_tokens(tokenizer: Tokenizer, texts: Sequence[str]) -> Unknown:
     """The unknown tokens of `texts` as `tokenizer` encodes them (each text read as the inference functions
     read it, without a leading byte-order mark): none for a tokenizer without an unknown token of its own."""
     unk = _unknown_id(tokenizer)
@@ -69,20 +69,19 @@ def unknown_tokens(tokenizer: Any, texts: Sequence[str]) -> Unknown:
     return Unknown(count=count, total=total, examples=tuple(examples))
 
 
-def unknown_warning(tokenizer: Any, texts: Sequence[str]) -> str | None:
+def unknown_warning(tokenizer: Tokenizer, texts: Sequence[str]) -> str | None:
     """`Unknown.warning` of `texts`: the line the command line prints and the server answers, or None."""
     return unknown_tokens(tokenizer, texts).warning()
 
 
-def _unknown_id(tokenizer: Any) -> int | None:
+def _unknown_id(tokenizer: Tokenizer) -> int | None:
     """The tokenizer's unknown token, unless it has none or its "unknown" is a token with another role (GPT-2's
     <|endoftext|>: byte-level, it never needs one)."""
-    unk = getattr(tokenizer, "unk_id", None)
-    others = {getattr(tokenizer, name, None) for name in ("pad_id", "bos_id", "eos_id")}
-    return None if unk is None or unk in others else unk
+    unk = tokenizer.unk_id
+    return None if unk is None or unk in (tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id) else unk
 
 
-def _encode(tokenizer: Any, text: str, unk: int | None) -> tuple[list[int], list[str]]:
+def _encode(tokenizer: Tokenizer, text: str, unk: int | None) -> tuple[list[int], list[str]]:
     """(ids, the text of each unknown token, in order): from the backend's character offsets for a
     `tokenizers`-backed tokenizer; a character-level one's tokens are its characters."""
     backend = getattr(tokenizer, "backend", None)
