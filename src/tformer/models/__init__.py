@@ -1,10 +1,12 @@
 """The three Transformer families, assembled from the same parts: `EncoderDecoder` (the paper), `Bert`
 (encoder-only) and `GPT` (decoder-only); and the road to them, `RNNEncoderDecoder` (with or without
-attention)."""
+attention). The two encoder-decoders share one interface, `Translator` (protocols.py), which decoding uses."""
 
 from tformer.models.bert import Bert, BertClassifier, BertForPretraining
 from tformer.models.gpt import GPT
+from tformer.models.protocols import Translator, TranslatorConfig
 from tformer.models.rnn import RNNEncoderDecoder
 from tformer.models.seq2seq import EncoderDecoder
 
-__all__ = ["Bert", "BertClassifier", "BertForPretraining", "EncoderDecoder", "GPT", "RNNEncoderDecoder"]
+__all__ = ["Bert", "BertClassifier", "BertForPretraining", "EncoderDecoder", "GPT", "RNNEncoderDecoder", "Translator",
+           "TranslatorConfig"]
