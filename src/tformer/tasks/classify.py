@@ -161,7 +161,7 @@ def accuracy(model: nn.Module, batches: list[ClassBatch]) -> dict[str, float]:
 # --- the model -----------------------------------------------------------------------------------------
 
 
-def pretrained_encoder(path: str | Path) -> tuple[nn.Module, BertConfig, Any]:
+def pretrained_encoder(path: str | Path) -> tuple[nn.Module, BertConfig, Tokenizer]:
     """(the encoder `Bert` module, its config, its tokenizer) of a tformer or Hugging Face BERT checkpoint."""
     path = Path(path)
     if not (path / "config.json").is_file():  # a tformer checkpoint
@@ -179,7 +179,7 @@ def pretrained_encoder(path: str | Path) -> tuple[nn.Module, BertConfig, Any]:
 
 
 def build_classifier(recipe: ClassifyRecipe, train: Labelled, *,
-                     tokenizer: WordPieceTokenizer | None = None) -> tuple[BertClassifier, Any]:
+                     tokenizer: Tokenizer | None = None) -> tuple[BertClassifier, Tokenizer]:
     """The classifier (fresh head; encoder pretrained or fresh) and its tokenizer: the pretrained one, else
     `tokenizer` (a resumed run's), else one trained on the training texts."""
     labels = dict(n_labels=len(train.names), label_names=list(train.names))
