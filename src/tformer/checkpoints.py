@@ -26,7 +26,7 @@ from torch import nn
 
 import tformer.models
 from tformer.config import FAMILIES, TransformerConfig
-from tformer.configio import from_dict, read_yaml
+from tformer.configio import from_dict, read_yaml, renamed_keys
 from tformer.errors import UserError
 from tformer.manifest import MANIFEST_FILE, TOKENIZER_DIR, verify_file
 from tformer.models.presets import build_model
@@ -41,7 +41,8 @@ RENAMED = {"self_attn.": "mixer.", "attn_norm.": "mixer_norm."}
 
 
 def load_config(path: str | os.PathLike) -> tuple[TransformerConfig, str]:
-    """(the model config, the saved model's class name) from `<path>/config.yaml`."""
+    """(the model config, the saved model's class name) from `<path>/config.yaml`. A key the config class has
+    renamed since the checkpoint was saved is read under its new name (`configio.renamed_keys`)."""
     path = Path(path)
     meta = _read_yaml(path)
     family, model = meta.get("family"), meta.get("model") or ""
@@ -52,7 +53,7 @@ def load_config(path: str | os.PathLike) -> tuple[TransformerConfig, str]:
         raise UserError(f"checkpoint {path}: {CONFIG_FILE} has model={reprlib.repr(model)}; expected the name of "
                          "a model class, e.g. GPT")
     try:
-        config = from_dict(FAMILIES[family], meta.get("config") or {})
+        config = from_dict(FAMILIES[family], renamed_keys(FAMILIES[family], meta.get("config") or {}))
     except ValueError as e:
         raise UserError(f"checkpoint {path}: {CONFIG_FILE}: {e}") from None
     return config, model

@@ -79,9 +79,9 @@ def check_exact(model: nn.Module) -> None:
 
     if isinstance(model, RNNEncoderDecoder):
         if model.decoder.alignment is None:
-            raise UserError("attention maps need attention; this RNN encoder-decoder has attention='none' (its "
+            raise UserError("attention maps need attention; this RNN encoder-decoder has match='none' (its "
                              "decoder sees the source only through the encoder's final state): train one with "
-                             "model.overrides.attention dot, general, additive or cosine")
+                             "model.overrides.match dot, general, additive or cosine")
         return
     kind = model.config.attention.kind
     mixers = [m for name, m in model.named_modules() if name.endswith(".mixer")]
@@ -231,7 +231,7 @@ def _seq2seq_maps(model: nn.Module, tokenizer: Tokenizer, src_ids: list[int], ta
     output_words = words(tokenizer, [*tgt_ids, config.eos_id])
     if isinstance(model, RNNEncoderDecoder):  # one attention, of the decoder over the source (`check_exact`)
         weights = record(model, {"cross": [model.decoder.alignment]}, lambda: model(src, _batch(model, tgt_in)))
-        return [AttentionMap(part="cross", title=f"attention ({config.attention} match): each target token (row) "
+        return [AttentionMap(part="cross", title=f"attention ({config.match} match): each target token (row) "
                              "over the source", weights=weights["cross"], queries=outputs, keys=source,
                              query_words=output_words, key_words=source_words)]
     parts = {"encoder": [x.mixer for x in model.encoder.layers],
