@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import tformer
-from tformer.models import EncoderDecoder, RNNEncoderDecoder, Translator, TranslatorConfig
+from tformer.models import EncoderDecoder, RNNEncoderDecoder
+from tformer.models.protocols import Translator, TranslatorConfig
 
 V = 40
 METHODS = ("encode", "decode", "new_caches", "forward")
