@@ -84,14 +84,14 @@ def model_label(config: object) -> str:
     """The family and attention of a translator: "RNN (LSTM)", "RNN + attention (general)", "Transformer"."""
     if not isinstance(config, RNNSeq2SeqConfig):
         return "Transformer"
-    if config.attention == "none":
+    if config.match == "none":
         return f"RNN ({config.cell.upper()})"
-    return f"RNN + attention ({config.attention})"
+    return f"RNN + attention ({config.match})"
 
 
 def attention_of(config: object) -> str:
     """The RNN's MATCH function (none, dot, general, additive, cosine) or the Transformer's attention kind."""
-    return config.attention if isinstance(config, RNNSeq2SeqConfig) else config.attention.kind
+    return config.match if isinstance(config, RNNSeq2SeqConfig) else config.attention.kind
 
 
 def bucket_labels(edges: list[int]) -> list[str]:

@@ -18,6 +18,7 @@ from tformer.configio import (
     from_dict,
     parse_yaml,
     read_yaml,
+    renamed_keys,
     to_dict,
 )
 
@@ -50,6 +51,25 @@ def test_unknown_keys_are_named_with_their_path() -> None:
     with pytest.raises(ValueError, match=r"unknown config key 'nam'; did you mean 'name'\? known keys: inner, limit, "
                                          r"name, rate, tags"):
         from_dict(Outer, {"nam": "y"})
+
+
+@dataclass(kw_only=True)
+class Renamed:
+    RENAMED = {"hue": ("colour", "for this test's class: its only choice")}
+
+    colour: Colour = "red"
+    inner: Inner = field(default_factory=Inner)
+
+
+def test_a_renamed_key_is_refused_with_a_pointer_and_read_under_its_new_name_from_a_saved_file() -> None:
+    with pytest.raises(ValueError, match=r"^config key 'hue' is now 'colour' for this test's class: its only choice, "
+                                         r"one of red, green$"):
+        from_dict(Renamed, {"hue": "green"})
+    with pytest.raises(ValueError, match=r"unknown config key 'inner.hue'"):  # RENAMED is the class's own
+        from_dict(Renamed, {"inner": {"hue": "green"}})
+    assert from_dict(Renamed, renamed_keys(Renamed, {"hue": "green"})).colour == "green"
+    assert renamed_keys(Renamed, {"hue": "green", "colour": "red"}) == {"hue": "green", "colour": "red"}  # refused
+    assert renamed_keys(Outer, {"name": "y"}) == {"name": "y"} and renamed_keys(Renamed, [1]) == [1]
 
 
 def test_wrong_types_are_named() -> None:

@@ -25,8 +25,8 @@ import torch
 from torch import nn
 
 import tformer.models
-from tformer.config import FAMILIES, TransformerConfig
-from tformer.configio import from_dict, read_yaml
+from tformer.config import FAMILIES, ModelConfig
+from tformer.configio import from_dict, read_yaml, renamed_keys
 from tformer.errors import UserError
 from tformer.manifest import MANIFEST_FILE, TOKENIZER_DIR, verify_file
 from tformer.models.presets import build_model
@@ -40,8 +40,9 @@ TRAINER_FILE = "trainer.pt"
 RENAMED = {"self_attn.": "mixer.", "attn_norm.": "mixer_norm."}
 
 
-def load_config(path: str | os.PathLike) -> tuple[TransformerConfig, str]:
-    """(the model config, the saved model's class name) from `<path>/config.yaml`."""
+def load_config(path: str | os.PathLike) -> tuple[ModelConfig, str]:
+    """(the model config, the saved model's class name) from `<path>/config.yaml`. A key the config class has
+    renamed since the checkpoint was saved is read under its new name (`configio.renamed_keys`)."""
     path = Path(path)
     meta = _read_yaml(path)
     family, model = meta.get("family"), meta.get("model") or ""
@@ -52,14 +53,14 @@ def load_config(path: str | os.PathLike) -> tuple[TransformerConfig, str]:
         raise UserError(f"checkpoint {path}: {CONFIG_FILE} has model={reprlib.repr(model)}; expected the name of "
                          "a model class, e.g. GPT")
     try:
-        config = from_dict(FAMILIES[family], meta.get("config") or {})
+        config = from_dict(FAMILIES[family], renamed_keys(FAMILIES[family], meta.get("config") or {}))
     except ValueError as e:
         raise UserError(f"checkpoint {path}: {CONFIG_FILE}: {e}") from None
     return config, model
 
 
 def load_model(path: str | os.PathLike, *,
-               device: str | torch.device = "cpu") -> tuple[nn.Module, TransformerConfig]:
+               device: str | torch.device = "cpu") -> tuple[nn.Module, ModelConfig]:
     """Rebuild the model from config.yaml and load its weights; returns (model in eval mode, config).
 
     The model is `build_model(config)` (EncoderDecoder, BertForPretraining, GPT), or the saved class if
@@ -129,7 +130,7 @@ def tied_names(model: nn.Module) -> list[list[str]]:
     return [sorted(g) for g in groups.values() if len(g) > 1]
 
 
-def build_saved(path: str | os.PathLike, config: TransformerConfig, class_name: str) -> nn.Module:
+def build_saved(path: str | os.PathLike, config: ModelConfig, class_name: str) -> nn.Module:
     """The model config.yaml describes, weights not loaded: `build_model(config)`, or the class it names."""
     model = build_model(config)
     if class_name and class_name != type(model).__name__:

@@ -336,17 +336,21 @@ class GPTConfig(TransformerConfig):
 @dataclass(kw_only=True)
 class RNNSeq2SeqConfig:
     """The road to the Transformer: an RNN encoder-decoder (Sutskever et al. 2014), whose encoder's final
-    state starts the decoder, and with `attention` the attention-based RNN (Bahdanau et al. 2015; Luong et
+    state starts the decoder, and with a `match` the attention-based RNN (Bahdanau et al. 2015; Luong et
     al. 2015), whose decoder also reads a weighted sum of the encoder states at every step.
 
     One width `d_model` for the embeddings, the decoder's state and the encoder's states: a bidirectional
     encoder gives each direction d/2 units and concatenates them, so its states and, layer by layer, its
     final states have the decoder's size. The encoder and the decoder have `n_layers` layers each, and the
-    final state of encoder layer l starts decoder layer l. `attention` names the MATCH function that scores
+    final state of encoder layer l starts decoder layer l. `match` names the MATCH function that scores
     a decoder state z against an encoder state h (`models/rnn.py`): dot z.h, general z.W h, additive
     v.tanh(W z + U h), cosine beta cos(z, h); none: no attention. `max_len` bounds what decoding produces
     and what a text may hold (an RNN has no positions to run out of). `vocab_size` is the target
-    vocabulary; `src_vocab_size` None shares it, as `Seq2SeqConfig` does."""
+    vocabulary; `src_vocab_size` None shares it, as `Seq2SeqConfig` does. The key was `attention` before
+    (a word a Transformer's config uses for its kind of self-attention); a config giving it is refused with
+    a pointer to `match`, and a checkpoint saved with it loads as `match` (RENAMED, read by `configio`)."""
+
+    RENAMED = {"attention": ("match", "for family rnn: the decoder's MATCH function")}
 
     vocab_size: int = 32000
     src_vocab_size: int | None = None
@@ -354,7 +358,7 @@ class RNNSeq2SeqConfig:
     n_layers: int = 2
     cell: RNNCell = "lstm"
     bidirectional: bool = True
-    attention: MatchKind = "none"
+    match: MatchKind = "none"
     max_len: int = 256
     dropout: float = 0.1  # on the embeddings, between layers, and on the decoder's output
     init_range: float = 0.1  # every weight starts uniform in [-init_range, init_range] (Luong et al. 2015)
@@ -365,7 +369,7 @@ class RNNSeq2SeqConfig:
     decoder_start_id: int | None = None  # first decoder input; None: bos_id
 
     def __post_init__(self) -> None:
-        check_literals(self)  # cell, attention
+        check_literals(self)  # cell, match
         check_finite(self)
         for name in ("vocab_size", "d_model", "n_layers", "max_len"):
             _positive(name, getattr(self, name))

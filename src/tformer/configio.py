@@ -8,7 +8,10 @@
     dump_yaml(data)               the text written back (recipe.yaml, a checkpoint's config.yaml)
     from_dict(cls, data)          a dataclass from nested dicts: an unknown key, a wrong type, a value
                                   outside a `Literal[...]`, a float that is not finite or an integer
-                                  beyond 64 bits is a ValueError naming the dotted key
+                                  beyond 64 bits is a ValueError naming the dotted key; a key the
+                                  class has renamed (its RENAMED) is refused with a pointer to the new one
+    renamed_keys(cls, data)       a file's keys from before a rename under their new names (a saved
+                                  checkpoint's config.yaml loads; a recipe or an override is refused)
     to_dict(config)               the dataclass as nested dicts
     check_literals(config)        the `Literal[...]` fields of a dataclass built directly in Python
     check_finite(config)          its float fields (finite), likewise
@@ -243,11 +246,34 @@ def from_dict(cls: type[C], data: dict, *, where: str = "") -> C:
     for key, value in data.items():
         name = f"{where}{key}"
         if key not in known:
+            _refuse_renamed(cls, key, where)
             close = difflib.get_close_matches(str(key), known, n=1)  # a typo: `train.max_step`, `lr` for `optim.lr`
             hint = f"did you mean {shown(where + close[0])}? " if close else ""
             raise UserError(f"unknown config key {shown(name)}; {hint}known keys: {', '.join(sorted(known))}")
         kwargs[key] = _coerce(hints[key], with_default(known[key], hints[key], value), name)
     return cls(**kwargs)
+
+
+def _refuse_renamed(cls: type, key: object, where: str) -> None:
+    """A ValueError pointing to the new name if `key` is one that dataclass `cls` has renamed: its class
+    attribute RENAMED maps an old key to (the new key, what it is), and a Literal's choices are listed."""
+    moved = getattr(cls, "RENAMED", {})
+    if key not in moved:
+        return
+    new, what = moved[key]
+    hint = _hints(cls)[new]
+    choices = f", one of {', '.join(map(str, typing.get_args(hint)))}" if typing.get_origin(hint) is Literal else ""
+    raise UserError(f"config key {shown(where + str(key))} is now {shown(where + new)} {what}{choices}")
+
+
+def renamed_keys(cls: type, data: Any) -> Any:
+    """`data` for dataclass `cls` with the keys its RENAMED lists under their new names, for a file written
+    before the rename (a saved checkpoint's config.yaml) to load as it was meant. A key given under both names
+    is left as it is, for `from_dict` to refuse; anything but a mapping is returned unchanged."""
+    moved = getattr(cls, "RENAMED", {})
+    if not isinstance(data, dict) or not moved:
+        return data
+    return {(moved[k][0] if k in moved and moved[k][0] not in data else k): v for k, v in data.items()}
 
 
 def with_default(field: dataclasses.Field, hint: Any, value: Any) -> Any:
@@ -384,6 +410,6 @@ def _type_name(hint: Any) -> str:
 
 __all__ = [
     "MAX_ALIAS_NODES", "OutOfRange", "StrictLoader", "apply_overrides", "check_choice", "check_finite",
-    "check_literals", "dump_yaml", "flat_keys", "from_dict", "given", "parse_yaml", "read_yaml", "set_dotted",
-    "shown", "to_dict", "yaml_problem",
+    "check_literals", "dump_yaml", "flat_keys", "from_dict", "given", "parse_yaml", "read_yaml", "renamed_keys",
+    "set_dotted", "shown", "to_dict", "yaml_problem",
 ]

@@ -20,7 +20,7 @@ MODELS = {
     "transformer": {"preset": "transformer-tiny", "overrides": {"d_model": 32, "d_ff": 64, "n_layers": 1,
                                                                "max_len": 64}},
     "rnn": {"preset": "rnn-attention-small", "overrides": {"d_model": 16, "n_layers": 1, "max_len": 64,
-                                                           "attention": "dot"}},
+                                                           "match": "dot"}},
 }
 
 pytestmark = pytest.mark.usefixtures("one_thread")

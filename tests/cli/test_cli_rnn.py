@@ -30,7 +30,7 @@ def corpus(path: Path, n: int, seed: int) -> None:
                     encoding="utf-8")
 
 
-def write_recipe(folder: Path, *, attention: str) -> Path:
+def write_recipe(folder: Path, *, match: str) -> Path:
     for split, n in (("train", 60), ("valid", 4), ("test", 4)):
         corpus(folder / f"{split}.tsv", n, seed=len(split))
     data = {
@@ -38,7 +38,7 @@ def write_recipe(folder: Path, *, attention: str) -> Path:
         "data": {"corpus": "files", "train": str(folder / "train.tsv"), "valid": str(folder / "valid.tsv"),
                  "test": str(folder / "test.tsv"), "vocab_size": 280, "max_tokens": 120, "bleu_sentences": 2},
         "model": {"preset": "rnn-attention-small", "overrides": {"d_model": 16, "n_layers": 1, "max_len": 32,
-                                                                 "attention": attention, "dropout": 0.1}},
+                                                                 "match": match, "dropout": 0.1}},
         "train": {"max_steps": STEPS, "eval_every": 100, "log_every": 1, "threads": 1, "optim": {"lr": 1e-2},
                   "schedule": {"name": "constant", "warmup": 1}},
         "decode": {"beam": 2, "max_len_b": 3},
@@ -51,7 +51,7 @@ def write_recipe(folder: Path, *, attention: str) -> Path:
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A recipe and its run, STEPS steps of an attention RNN (dropout on: the resumed run must restore the RNG)."""
-    recipe = write_recipe(tmp_path_factory.mktemp("rnn"), attention="general")
+    recipe = write_recipe(tmp_path_factory.mktemp("rnn"), match="general")
     assert main(["train", str(recipe), "--no-progress"]) == 0
     return recipe
 
@@ -63,7 +63,7 @@ def weights(run: Path) -> dict:
 def test_rnn_recipe_trains_and_resumes_bitwise(trained: Path, tmp_path: Path) -> None:
     straight = Path(yaml.safe_load(trained.read_text())["out_dir"])
     saved = yaml.safe_load((straight / "last" / "config.yaml").read_text())
-    assert (saved["family"], saved["model"], saved["config"]["attention"]) == ("rnn", "RNNEncoderDecoder", "general")
+    assert (saved["family"], saved["model"], saved["config"]["match"]) == ("rnn", "RNNEncoderDecoder", "general")
     split = tmp_path / "split"
     assert main(["train", str(trained), f"out_dir={split}", f"train.max_steps={STEPS // 2}", "--no-progress"]) == 0
     assert main(["train", str(trained), "--resume", f"out_dir={split}", "--no-progress"]) == 0
@@ -118,7 +118,7 @@ def test_the_server_translates_and_draws_its_attention(trained: Path) -> None:
 
 def test_a_plain_rnn_has_no_map_and_no_export(trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """Its decoder reads the source through the encoder's final state only; the exports are Transformers'."""
-    recipe = write_recipe(tmp_path, attention="none")
+    recipe = write_recipe(tmp_path, match="none")
     assert main(["train", str(recipe), "train.max_steps=1", "--no-progress"]) == 0
     checkpoint = str(tmp_path / "run" / "last")
     capsys.readouterr()
@@ -126,17 +126,29 @@ def test_a_plain_rnn_has_no_map_and_no_export(trained: Path, tmp_path: Path, cap
                  "--out", str(tmp_path / "a.png")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert "attention maps need attention; this RNN encoder-decoder has attention='none'" in err
+    assert "attention maps need attention; this RNN encoder-decoder has match='none'" in err
     from tformer.serve import Limits
     from tformer.serve.service import InputError, load_service
 
     service = load_service(checkpoint, limits=Limits(), device="cpu")
     assert "attention" not in service.endpoints
     with pytest.raises(InputError, match=r"/attention is not served for this seq2seq checkpoint \(attention maps "
-                                         r"need attention; this RNN encoder-decoder has attention='none'"):
+                                         r"need attention; this RNN encoder-decoder has match='none'"):
         service.need("attention")  # the server's 404 says why, in check_exact's words
     for flag in ("--to-hf", "--to-ct2"):
         assert main(["convert", flag, checkpoint, "--out", str(tmp_path / flag.strip("-"))]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "RNNEncoderDecoder" in err, err
     assert not (tmp_path / "a.png").exists()
+
+
+def test_the_old_key_attention_is_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """`model.overrides.attention` named the MATCH before the key became `match`: a recipe or an override that
+    still says it is told the new key, before anything is written."""
+    recipe = write_recipe(tmp_path, match="none")
+    capsys.readouterr()
+    assert main(["train", str(recipe), "model.overrides.attention=dot", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("tformer: error: config key 'attention' is now 'match' for family rnn: the decoder's MATCH "
+                   "function, one of none, dot, general, additive, cosine\n")
+    assert not (tmp_path / "run").exists()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 import tformer
 from tformer.checkpoints import load_model
@@ -17,6 +18,7 @@ from tformer.config import MATCH_KINDS, RNNSeq2SeqConfig
 from tformer.configio import from_dict
 from tformer.decoding import greedy
 from tformer.decoding.beam import beam_search
+from tformer.manifest import write_manifest
 from tformer.models.calc import model_forward_flops, param_count
 from tformer.quant import quantize
 from tformer.training.checkpoint import save_checkpoint
@@ -59,7 +61,7 @@ GRID = [(cell, match, True) for cell in ("lstm", "gru") for match in MATCH_KINDS
 @pytest.mark.parametrize(("cell", "match", "bidirectional"), GRID)
 def test_cached_decoding_equals_uncached(cell: str, match: str, bidirectional: bool) -> None:
     torch.manual_seed(0)
-    model = tiny(cell=cell, attention=match, bidirectional=bidirectional)
+    model = tiny(cell=cell, match=match, bidirectional=bidirectional)
     src, tgt = batch()
     with torch.no_grad():
         whole = model(src, tgt)  # (B, T, V): the decoder re-run over every position
@@ -75,7 +77,7 @@ def test_cached_decoding_equals_uncached(cell: str, match: str, bidirectional: b
 
 
 def test_a_cache_continues_only_where_it_stopped() -> None:
-    model = tiny(attention="dot")
+    model = tiny(match="dot")
     src, tgt = batch()
     memory, caches = model.encode(src), model.new_caches(3, 5)
     model.decode(tgt[:, :2], memory, src != 0, caches=caches)  # two positions at once
@@ -95,14 +97,14 @@ def test_preset_sizes_are_the_demo_transformers() -> None:
 
 
 def test_flops_count_the_rnn_weights_and_the_attention() -> None:
-    model = tiny(attention="dot", bidirectional=False, n_layers=1)
+    model = tiny(match="dot", bidirectional=False, n_layers=1)
     d = 12
     lstm = 4 * d * (d + d) + 4 * d * (2 * d + d)  # encoder; decoder reads [y ; o]
     assert model_forward_flops(model, 10) == 2 * (lstm + 2 * d * d + d * V) + 4 * 10 * d  # + combine, output
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
-    ({"attention": "luong"}, "attention='luong' is not allowed; choose one of none, dot, general, additive, cosine"),
+    ({"match": "luong"}, "match='luong' is not allowed; choose one of none, dot, general, additive, cosine"),
     ({"cell": "rnn"}, "cell='rnn' is not allowed; choose one of lstm, gru"),
     ({"d_model": 9}, "d_model=9 must be even with bidirectional=true"),
     ({"dropout": 1.0}, r"dropout=1.0 must be in \[0, 1\)"),
@@ -117,9 +119,42 @@ def test_bad_configs_are_refused(overrides: dict, message: str) -> None:
         from_dict(RNNSeq2SeqConfig, {"vocab_size": 1000, **overrides})
 
 
+def test_the_old_key_attention_is_refused_with_a_pointer_to_match() -> None:
+    """`attention` named an RNN's MATCH before it was renamed: a recipe's override or a config giving it is
+    told the new key, in one line with its values."""
+    message = ("config key 'attention' is now 'match' for family rnn: the decoder's MATCH function, one of none, "
+               "dot, general, additive, cosine")
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        tformer.preset("rnn-small", {"attention": "dot"})
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        from_dict(RNNSeq2SeqConfig, {"attention": "none"})
+    with pytest.raises(ValueError, match="unknown config key 'match'"):  # the Transformer's attention is its own
+        tformer.preset("transformer-tiny", {"match": "dot"})
+
+
+def test_a_checkpoint_saved_with_the_old_key_loads_as_match(tmp_path: Path) -> None:
+    """A checkpoint saved before the rename holds `attention:` in its config.yaml: it loads, as `match`, with
+    the same weights (the state-dict keys did not change); given both keys, it is refused."""
+    model = tiny(match="general")
+    save_checkpoint(tmp_path / "ckpt", model=model, config=model.config)
+    meta = yaml.safe_load((tmp_path / "ckpt" / "config.yaml").read_text())
+    meta["config"] = {("attention" if k == "match" else k): v for k, v in meta["config"].items()}
+    (tmp_path / "ckpt" / "config.yaml").write_text(yaml.safe_dump(meta))
+    write_manifest(tmp_path / "ckpt")  # as the save before the rename wrote it
+    loaded, config = load_model(tmp_path / "ckpt")
+    assert config == model.config and config.match == "general"
+    src, tgt = batch()
+    assert torch.equal(loaded(src, tgt), model(src, tgt))
+    meta["config"]["match"] = "dot"
+    (tmp_path / "ckpt" / "config.yaml").write_text(yaml.safe_dump(meta))
+    write_manifest(tmp_path / "ckpt")
+    with pytest.raises(ValueError, match="config.yaml: config key 'attention' is now 'match'"):
+        load_model(tmp_path / "ckpt")
+
+
 def test_checkpoint_round_trip_and_int8(tmp_path: Path) -> None:
     torch.manual_seed(0)
-    model = tiny(attention="additive", cell="gru")
+    model = tiny(match="additive", cell="gru")
     save_checkpoint(tmp_path / "ckpt", model=model, config=model.config)
     loaded, config = load_model(tmp_path / "ckpt")
     src, tgt = batch()
@@ -133,7 +168,7 @@ def test_checkpoint_round_trip_and_int8(tmp_path: Path) -> None:
 def test_transformer_exports_refuse_it_in_one_line(tmp_path: Path) -> None:
     from tformer.interop.ct2 import to_ct2
 
-    model = tiny(attention="dot")
+    model = tiny(match="dot")
     with pytest.raises(ValueError, match="^to_hf writes GPT, BertForPretraining, EncoderDecoder models, not "
                                          "RNNEncoderDecoder$"):
         tformer.to_hf(model, tmp_path / "hf")

@@ -17,9 +17,12 @@ import dataclasses
 import sys
 import typing
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tformer.cli import options
+
+if TYPE_CHECKING:
+    from tformer.tokenization import Tokenizer
 
 STD = "-"
 
@@ -105,7 +108,7 @@ def warn(message: str) -> None:
     print(f"tformer: warning: {message}", file=sys.stderr, flush=True)
 
 
-def unknown_warner(tokenizer: Any) -> Callable[[Sequence[str]], None]:
+def unknown_warner(tokenizer: Tokenizer) -> Callable[[Sequence[str]], None]:
     """A function to call with each batch of input texts: the first time the texts so far hold tokens the
     model's tokenizer cannot represent, it warns once (`inference.unknown_tokens`, as the server's answers
     say it in `warnings`)."""

@@ -17,6 +17,7 @@ from tformer.data.device import device_of, to_device
 from tformer.data.lines import check_line_lengths, normalise_text
 from tformer.data.padding import pad, valid_mask
 from tformer.errors import UserError
+from tformer.tokenization import Tokenizer
 
 
 class ClassBatch(NamedTuple):
@@ -25,7 +26,7 @@ class ClassBatch(NamedTuple):
     labels: Tensor  # (B,)
 
 
-def encode_texts(tokenizer: Any, texts: list[str], max_len: int, *, truncate: bool = True,
+def encode_texts(tokenizer: Tokenizer, texts: list[str], max_len: int, *, truncate: bool = True,
                  where: str = "input", first_line: int = 1) -> list[list[int]]:
     """[CLS] pieces [SEP] per text, the pieces cut to max_len - 2 (training data); without `truncate`, a
     text of more pieces is refused with a ValueError naming its line of `where` (user text to classify;
@@ -57,7 +58,7 @@ def label_names(config: Any) -> list[str]:
 
 
 @torch.inference_mode()
-def classify(model: nn.Module, tokenizer: Any, texts: list[str], *, truncate: bool = False,
+def classify(model: nn.Module, tokenizer: Tokenizer, texts: list[str], *, truncate: bool = False,
              where: str = "input", batch_size: int = 64, first_line: int = 1) -> Tensor:
     """Class probabilities (N, C) of `texts`, in input order (float32, on the CPU, wherever the model runs).
     A text longer than the context (max_len - 2 pieces) is refused, naming its line of `where` (counted from
@@ -74,7 +75,7 @@ def classify(model: nn.Module, tokenizer: Any, texts: list[str], *, truncate: bo
     return out
 
 
-def top_labels(model: nn.Module, tokenizer: Any, texts: list[str], *, top: int = 1, truncate: bool = False,
+def top_labels(model: nn.Module, tokenizer: Tokenizer, texts: list[str], *, top: int = 1, truncate: bool = False,
                where: str = "input", first_line: int = 1) -> list[list[tuple[str, float]]]:
     """The `top` most likely labels of each text (all of them if there are fewer), with their probabilities,
     most likely first, named by `label_names`. `truncate`, `where`, `first_line`: as `classify`'s."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 from torch import nn
@@ -15,6 +14,7 @@ from torch import nn
 from tformer.data.lines import normalise_text, read_lines, source_name
 from tformer.decoding import TextScore, conditional_log_probs, score_sequences
 from tformer.errors import UserError
+from tformer.tokenization import Tokenizer
 
 
 def read_scored_lines(path: str | os.PathLike) -> dict[int, str]:
@@ -26,7 +26,7 @@ def read_scored_lines(path: str | os.PathLike) -> dict[int, str]:
     return lines
 
 
-def score_lines(model: nn.Module, tokenizer: Any, lines: list[str]) -> list[TextScore]:
+def score_lines(model: nn.Module, tokenizer: Tokenizer, lines: list[str]) -> list[TextScore]:
     """Each line's score under a GPT, read as a document (after the model's start token, if it has one,
     so every token is scored; without one the first token is context only). A line's leading byte-order mark
     is dropped (`data.lines.normalise_text`)."""
@@ -45,14 +45,14 @@ def total_score(scores: Sequence[TextScore]) -> TextScore:
                      n_chars=sum(s.n_chars for s in scores), n_bytes=sum(s.n_bytes for s in scores))
 
 
-def token_scores(tokenizer: Any, line: str, score: TextScore) -> list[tuple[str, float]]:
+def token_scores(tokenizer: Tokenizer, line: str, score: TextScore) -> list[tuple[str, float]]:
     """(token text, log p(x_t | x_<t)) of each scored token of `line` (as `score_lines` read it), in order."""
     ids = tokenizer.encode(normalise_text(line))  # without a start token the first one is context, not scored
     scored = ids[len(ids) - score.n_tokens :]
     return [(tokenizer.decode([token]), lp) for token, lp in zip(scored, score.token_log_probs.tolist(), strict=True)]
 
 
-def score_pairs(model: nn.Module, tokenizer: Any, lines: list[str], *, where: str | os.PathLike,
+def score_pairs(model: nn.Module, tokenizer: Tokenizer, lines: list[str], *, where: str | os.PathLike,
                 numbers: list[int] | None = None) -> list[float]:
     """log p(target | source) of each `source<TAB>target` line under an encoder-decoder, the target's end
     token included. Errors name the line as `where:number` (`numbers`: the lines' numbers in the file

@@ -86,9 +86,8 @@ def unknown_warning(tokenizer: Tokenizer, texts: Sequence[str]) -> str | None:
 def _unknown_id(tokenizer: Tokenizer) -> int | None:
     """The tokenizer's unknown token, unless it has none or its "unknown" is a token with another role (GPT-2's
     <|endoftext|>: byte-level, it never needs one)."""
-    unk = getattr(tokenizer, "unk_id", None)
-    others = {getattr(tokenizer, name, None) for name in ("pad_id", "bos_id", "eos_id")}
-    return None if unk is None or unk in others else unk
+    unk = tokenizer.unk_id
+    return None if unk is None or unk in (tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id) else unk
 
 
 def _encode(tokenizer: Tokenizer, text: str, unk: int | None) -> tuple[list[int], list[str]]:

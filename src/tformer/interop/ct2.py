@@ -42,7 +42,7 @@ from tformer.errors import UserError, install_hint
 from tformer.files import atomic_directory
 from tformer.models import GPT, EncoderDecoder
 from tformer.nn.mlp import GATED
-from tformer.tokenization import check_vocabulary, load_tokenizer
+from tformer.tokenization import Tokenizer, check_vocabulary, load_tokenizer
 
 # CTranslate2's weight types (`quantization=`; `compute_type=` when loading takes these too).
 QUANTIZATIONS = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32")
@@ -88,7 +88,8 @@ def check_quantization(quantization: str | None) -> None:
                          f"{', '.join(QUANTIZATIONS)}")
 
 
-def to_ct2(model: nn.Module, path: str | Path, *, tokenizer: Any = None, quantization: str | None = None) -> None:
+def to_ct2(model: nn.Module, path: str | Path, *, tokenizer: Tokenizer | None = None,
+           quantization: str | None = None) -> None:
     """Write `model` (an EncoderDecoder or a GPT) as the CTranslate2 model directory `path`, its weights
     stored as `quantization` (one of QUANTIZATIONS; None: float32). `tokenizer` gives the vocabulary's
     strings and is saved beside (without one, token i is named `<id:i>`). The write is atomic; an existing
@@ -221,7 +222,7 @@ def norm(spec: Any, sd: dict[str, Tensor], name: str) -> None:
 # --- vocabulary and files -------------------------------------------------------------------------------
 
 
-def vocabulary(tokenizer: Any, size: int) -> list[str]:
+def vocabulary(tokenizer: Tokenizer | None, size: int) -> list[str]:
     """The `size` strings CTranslate2 knows our ids by: the tokenizer's token for each id it has
     (`tokenizer.token(i)`), `<id:i>` for the others. They must be distinct: CTranslate2 maps them back."""
     tokens = [(tokenizer.token(i) if tokenizer is not None and i < tokenizer.vocab_size else None) or f"<id:{i}>"
@@ -233,11 +234,11 @@ def vocabulary(tokenizer: Any, size: int) -> list[str]:
 
 
 def set_vocabulary(spec: Any, config: TransformerConfig, src_tokens: list[str] | None, tokens: list[str],
-                   tokenizer: Any) -> None:
+                   tokenizer: Tokenizer | None) -> None:
     """Register the vocabularies and name the special tokens in CTranslate2's config.json by our ids: the
     decoder starts from ours, decoding ends at ours. A role with no id of its own (a GPT without an
     end-of-text token, a tokenizer without <unk>) is given token 0: CTranslate2 needs a name for each."""
-    unk = getattr(tokenizer, "unk_id", None)
+    unk = None if tokenizer is None else tokenizer.unk_id
     ids = {"unk_token": unk, "bos_token": getattr(config, "bos_id", None), "eos_token": getattr(config, "eos_id", None)}
     for role, i in ids.items():
         setattr(spec.config, role, tokens[i if i is not None else 0])
@@ -261,7 +262,8 @@ def check_out(path: str | Path) -> None:
                          "to a new or empty directory, or over a CTranslate2 model to replace it")
 
 
-def write_model(path: str | Path, spec: Any, config: TransformerConfig, model: nn.Module, tokenizer: Any) -> None:
+def write_model(path: str | Path, spec: Any, config: TransformerConfig, model: nn.Module,
+                tokenizer: Tokenizer | None) -> None:
     """CTranslate2's files, our config.yaml and the tokenizer's file, as the directory `path`, atomically
     (`files.atomic_directory`)."""
     path = Path(path)

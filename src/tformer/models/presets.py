@@ -38,7 +38,7 @@ PRESETS: dict[str, tuple[str, dict]] = {
     # The road to the Transformer (docs/models.md): each about as large as the demo's Transformer
     "rnn-small": ("rnn", dict(vocab_size=1000, d_model=256, n_layers=2, cell="lstm", bidirectional=True)),
     "rnn-attention-small": ("rnn", dict(vocab_size=1000, d_model=232, n_layers=2, cell="lstm", bidirectional=True,
-                                        attention="general")),
+                                        match="general")),
 }
 
 

@@ -49,9 +49,9 @@ def build_rnn(config: RNNSeq2SeqConfig, *, input_size: int, bidirectional: bool 
 def build_decoder(config: RNNSeq2SeqConfig) -> RecurrentDecoder:
     """The decoder RNN, with attention by the config's MATCH function and input feeding unless it is none."""
     d = config.d_model
-    if config.attention == "none":
+    if config.match == "none":
         return RecurrentDecoder(rnn=build_rnn(config, input_size=d), dropout=config.dropout)
-    alignment = Alignment(match=MATCHES[config.attention](d), d_model=d)
+    alignment = Alignment(match=MATCHES[config.match](d), d_model=d)
     return RecurrentDecoder(rnn=build_rnn(config, input_size=2 * d), alignment=alignment,  # [y_t ; o_t-1]
                             combine=nn.Linear(2 * d, d, bias=False), dropout=config.dropout)
 

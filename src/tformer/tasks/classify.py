@@ -39,6 +39,7 @@ from tformer.inference.loaded import load
 from tformer.models.bert import BertClassifier
 from tformer.models.presets import preset
 from tformer.tasks.base import ModelSpec, Setup, check_recipe, run_task
+from tformer.tokenization import Tokenizer
 from tformer.tokenization.hf import check_vocabulary, load_tokenizer
 from tformer.tokenization.wordpiece import WordPieceTokenizer
 from tformer.training.config import TrainConfig
@@ -116,7 +117,7 @@ def load_split(data: ClassifyDataConfig, split: str, *, names: list[str] | None 
 class ClassifyTask:
     """Length-sorted batches of [CLS] text [SEP]; cross entropy per example; validation accuracy."""
 
-    def __init__(self, recipe: ClassifyRecipe, tokenizer: Any, train: Labelled, valid: Labelled) -> None:
+    def __init__(self, recipe: ClassifyRecipe, tokenizer: Tokenizer, train: Labelled, valid: Labelled) -> None:
         self.recipe, self.tokenizer = recipe, tokenizer
         self.train_rows = encode_texts(tokenizer, train.texts, recipe.data.max_len)
         self.train_labels = train.labels
@@ -138,7 +139,7 @@ class ClassifyTask:
         return accuracy(model, self.valid_batches)
 
 
-def make_batches(tokenizer: Any, data: Labelled, config: ClassifyDataConfig) -> list[ClassBatch]:
+def make_batches(tokenizer: Tokenizer, data: Labelled, config: ClassifyDataConfig) -> list[ClassBatch]:
     rows = encode_texts(tokenizer, data.texts, config.max_len)
     order = length_batches([len(r) for r in rows], batch_size=config.batch_size, rng=None)
     return [collate_texts([rows[i] for i in idx], [data.labels[i] for i in idx], pad_id=tokenizer.pad_id)
@@ -160,7 +161,7 @@ def accuracy(model: nn.Module, batches: list[ClassBatch]) -> dict[str, float]:
 # --- the model -----------------------------------------------------------------------------------------
 
 
-def pretrained_encoder(path: str | Path) -> tuple[nn.Module, BertConfig, Any]:
+def pretrained_encoder(path: str | Path) -> tuple[nn.Module, BertConfig, Tokenizer]:
     """(the encoder `Bert` module, its config, its tokenizer) of a tformer or Hugging Face BERT checkpoint."""
     path = Path(path)
     if not (path / "config.json").is_file():  # a tformer checkpoint
@@ -178,7 +179,7 @@ def pretrained_encoder(path: str | Path) -> tuple[nn.Module, BertConfig, Any]:
 
 
 def build_classifier(recipe: ClassifyRecipe, train: Labelled, *,
-                     tokenizer: WordPieceTokenizer | None = None) -> tuple[BertClassifier, Any]:
+                     tokenizer: Tokenizer | None = None) -> tuple[BertClassifier, Tokenizer]:
     """The classifier (fresh head; encoder pretrained or fresh) and its tokenizer: the pretrained one, else
     `tokenizer` (a resumed run's), else one trained on the training texts."""
     labels = dict(n_labels=len(train.names), label_names=list(train.names))
@@ -214,7 +215,7 @@ def train_classifier(recipe: ClassifyRecipe, *, resume: bool = False, overwrite:
     scored = not (recipe.data.corpus == "files" and not recipe.data.test)
     test = load_split(recipe.data, "test", names=train.names) if scored else None  # read before the training
 
-    def setup(tokenizer: Any) -> Setup:
+    def setup(tokenizer: Tokenizer | None) -> Setup:
         valid = load_split(recipe.data, "validation", names=train.names)
         model, tokenizer = build_classifier(recipe, train, tokenizer=tokenizer)
         if model.config.max_len < recipe.data.max_len:

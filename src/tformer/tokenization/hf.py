@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from tokenizers import Tokenizer as Backend
 
@@ -20,6 +19,7 @@ from tformer.tokenization.backend import FILENAME, BackendTokenizer, read_backen
 from tformer.tokenization.bpe import SPECIAL_TOKENS, BPETokenizer
 from tformer.tokenization.char import FILENAME as CHAR_FILENAME
 from tformer.tokenization.char import CharTokenizer
+from tformer.tokenization.protocol import Tokenizer
 from tformer.tokenization.wordpiece import SPECIAL_TOKENS as WORDPIECE_SPECIAL_TOKENS
 from tformer.tokenization.wordpiece import WordPieceTokenizer
 
@@ -69,7 +69,7 @@ def load_tokenizer(path: str | os.PathLike) -> CharTokenizer | BPETokenizer | Wo
     return HFTokenizer(backend)
 
 
-def check_vocabulary(tokenizer: Any, vocab_size: int, *, where: str | os.PathLike) -> None:
+def check_vocabulary(tokenizer: Tokenizer, vocab_size: int, *, where: str | os.PathLike) -> None:
     """A ValueError if `tokenizer` makes ids the model has no embedding for (its vocabulary is larger than
     the model's `vocab_size`): the tokenizer belongs to another checkpoint. A smaller one is fine (Hugging
     Face models often pad their embedding tables)."""

@@ -19,16 +19,16 @@ import io
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from tformer.checkpoints import TOKENIZER_DIR, load_config, load_model
+from tformer.config import ModelConfig
 from tformer.configio import to_dict
 from tformer.errors import UserError
 from tformer.files import write_atomic
-from tformer.training.checkpoint import save_checkpoint
+from tformer.training.checkpoint import SavesToDirectory, save_checkpoint
 
 EVALS_DIR = "evals"
 AVERAGED_DIR = "averaged"
@@ -103,7 +103,8 @@ class EvalAverages:
     def __init__(self, out_dir: Path, n: int) -> None:
         self.out_dir, self.n = out_dir, n
 
-    def add(self, step: int, state: dict[str, Tensor], *, model: nn.Module, config: Any, tokenizer: Any) -> list[int]:
+    def add(self, step: int, state: dict[str, Tensor], *, model: nn.Module, config: ModelConfig,
+            tokenizer: SavesToDirectory | None) -> list[int]:
         """Keep `state` (the weights at `step`), average the newest n kept; returns the steps averaged."""
         evals = self.out_dir / EVALS_DIR
         buffer = io.BytesIO()

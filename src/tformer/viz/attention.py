@@ -26,7 +26,7 @@ import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -37,6 +37,8 @@ from tformer.errors import UserError
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+    from tformer.tokenization import Tokenizer
 
 CELL = 2.4  # inches per heatmap in a grid
 ZOOM = 6.5  # inches for a single heatmap (--layer and --head given)
@@ -77,9 +79,9 @@ def check_exact(model: nn.Module) -> None:
 
     if isinstance(model, RNNEncoderDecoder):
         if model.decoder.alignment is None:
-            raise UserError("attention maps need attention; this RNN encoder-decoder has attention='none' (its "
+            raise UserError("attention maps need attention; this RNN encoder-decoder has match='none' (its "
                              "decoder sees the source only through the encoder's final state): train one with "
-                             "model.overrides.attention dot, general, additive or cosine")
+                             "model.overrides.match dot, general, additive or cosine")
         return
     kind = model.config.attention.kind
     mixers = [m for name, m in model.named_modules() if name.endswith(".mixer")]
@@ -112,19 +114,19 @@ def record(model: nn.Module, parts: dict[str, list[nn.Module]], forward: Callabl
         model.train(was_training)
 
 
-def token_label(tokenizer: Any, i: int) -> str:
+def token_label(tokenizer: Tokenizer, i: int) -> str:
     """A short, visible label for token id `i`: its decoded text, or its name for a special token."""
     text = tokenizer.decode([i])
     if text.strip():
         return text.strip()
     if text:
         return "·"  # a whitespace token (a space, a newline)
-    name = tokenizer.token(i) if callable(getattr(tokenizer, "token", None)) else None
-    roles = {getattr(tokenizer, role, None): label for role, label in ROLE_NAMES.items()}
+    name = tokenizer.token(i)
+    roles = {getattr(tokenizer, role): label for role, label in ROLE_NAMES.items()}
     return name or roles.get(i) or f"#{i}"
 
 
-def words(tokenizer: Any, ids: list[int]) -> tuple[Word, ...]:
+def words(tokenizer: Tokenizer, ids: list[int]) -> tuple[Word, ...]:
     """The tokens `ids` grouped into words, in order, by the text each token adds to the decoded text. A run
     of tokens each added without whitespace before it is one word (" t" + "ired", "didn" + "'t", "didn" +
     "'" + "t"), less the tokens of punctuation alone at either end of the run, each a word of its own
@@ -170,7 +172,8 @@ def _check_length(n: int, max_len: int, what: str) -> None:
         raise UserError(f"{what} has {n} tokens, more than the model's max_len={max_len}; give a shorter one")
 
 
-def attention_maps(model: nn.Module, tokenizer: Any, text: str, *, target: str | None = None) -> list[AttentionMap]:
+def attention_maps(model: nn.Module, tokenizer: Tokenizer, text: str, *,
+                   target: str | None = None) -> list[AttentionMap]:
     """The attention maps of `model` on `text` (for an encoder-decoder, the source; its `target` defaults to
     the model's greedy translation). Every row of every returned matrix sums to 1. A leading byte-order mark
     of `text` or `target` is dropped (`data.lines.normalise_text`)."""
@@ -206,7 +209,7 @@ def attention_maps(model: nn.Module, tokenizer: Any, text: str, *, target: str |
                          keys=labels, query_words=groups, key_words=groups)]
 
 
-def _seq2seq_maps(model: nn.Module, tokenizer: Any, src_ids: list[int], target: str | None) -> list[AttentionMap]:
+def _seq2seq_maps(model: nn.Module, tokenizer: Tokenizer, src_ids: list[int], target: str | None) -> list[AttentionMap]:
     from tformer.decoding import greedy
     from tformer.models import RNNEncoderDecoder
 
@@ -228,7 +231,7 @@ def _seq2seq_maps(model: nn.Module, tokenizer: Any, src_ids: list[int], target: 
     output_words = words(tokenizer, [*tgt_ids, config.eos_id])
     if isinstance(model, RNNEncoderDecoder):  # one attention, of the decoder over the source (`check_exact`)
         weights = record(model, {"cross": [model.decoder.alignment]}, lambda: model(src, _batch(model, tgt_in)))
-        return [AttentionMap(part="cross", title=f"attention ({config.attention} match): each target token (row) "
+        return [AttentionMap(part="cross", title=f"attention ({config.match} match): each target token (row) "
                              "over the source", weights=weights["cross"], queries=outputs, keys=source,
                              query_words=output_words, key_words=source_words)]
     parts = {"encoder": [x.mixer for x in model.encoder.layers],

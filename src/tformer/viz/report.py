@@ -19,11 +19,14 @@ import html
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
 from tformer.viz.figures import png_bytes
+
+if TYPE_CHECKING:
+    from tformer.tokenization import Tokenizer
 
 STYLE = """body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;
@@ -51,7 +54,8 @@ class HeldOut:
     metrics: dict[str, Any]
 
 
-def attention_section(model: nn.Module, tokenizer: Any, text: str, target: str | None) -> tuple[str, bytes | None]:
+def attention_section(model: nn.Module, tokenizer: Tokenizer, text: str,
+                      target: str | None) -> tuple[str, bytes | None]:
     """(caption, PNG of the attention grid) for one example; the reason instead of a picture when the
     model's attention cannot be drawn."""
     from tformer.viz.attention import attention_maps, plot_attention
@@ -113,7 +117,7 @@ def no_model_section(reason: str) -> list[str]:
     return [f"<h2>Samples</h2><p>{html.escape(reason)}</p>"]
 
 
-def model_section(checkpoint: Path, model: nn.Module, tokenizer: Any, samples: Samples) -> list[str]:
+def model_section(checkpoint: Path, model: nn.Module, tokenizer: Tokenizer, samples: Samples) -> list[str]:
     """The checkpoint's model, its samples and the attention grid of the samples' example."""
     esc = html.escape
     parts = [f'<p class="note">checkpoint {esc(str(checkpoint))}: {esc(type(model).__name__)}, '
