@@ -11,17 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from torch import nn
 
 from tformer.checkpoints import build_saved, load_config, load_weights, tokenizer_dir
-from tformer.config import TransformerConfig, family_of
+from tformer.config import ModelConfig, family_of
 from tformer.data.device import check_placement, place
 from tformer.decoding.decoder import Decoder
 from tformer.errors import UserError
 from tformer.quant import check_mode, quantize
-from tformer.tokenization import check_vocabulary, load_tokenizer
+from tformer.tokenization import Tokenizer, check_vocabulary, load_tokenizer
 
 # command -> (the kinds of checkpoint it takes, how its refusal of another kind reads)
 NEEDS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -42,8 +41,8 @@ class Loaded:
 
     path: str
     model: nn.Module  # in eval mode
-    config: TransformerConfig
-    tokenizer: Any
+    config: ModelConfig
+    tokenizer: Tokenizer
     kind: str  # seq2seq, gpt, bert, bert classifier (`checkpoint_kind`)
     dtype: str = "float32"  # what the weights were loaded as
     quantization: str | None = None  # "int8": linear layers quantized at load (`tformer.quant`)
@@ -53,7 +52,7 @@ class Loaded:
         self.decoder = Decoder(self.model)
 
 
-def checkpoint_kind(config: TransformerConfig, model_class: str = "") -> str:
+def checkpoint_kind(config: ModelConfig, model_class: str = "") -> str:
     """What a checkpoint holds, in the words the commands use: its family (seq2seq, gpt, bert), "seq2seq"
     for an RNN encoder-decoder too (it translates and scores as the Transformer's does), or "bert classifier"
     for a BERT with a classification head."""
@@ -70,7 +69,7 @@ def check_kind(path: str | Path, command: str) -> str:
     return _check_kind(path, config, model_class, command)
 
 
-def _check_kind(path: str | Path, config: TransformerConfig, model_class: str, command: str) -> str:
+def _check_kind(path: str | Path, config: ModelConfig, model_class: str, command: str) -> str:
     kind = checkpoint_kind(config, model_class)
     takes, refusal = NEEDS[command]
     if kind in takes:

@@ -16,7 +16,7 @@ from typing import Any
 
 from torch import nn
 
-from tformer.config import TransformerConfig, family_of
+from tformer.config import ModelConfig, RNNSeq2SeqConfig, family_of
 from tformer.data.lines import normalise_text
 from tformer.decoding.beam import check_beam
 from tformer.decoding.generate import check_max_new_tokens
@@ -59,7 +59,7 @@ class Kind:
     room: int = 0
     start: bool = False
 
-    def room_of(self, config: TransformerConfig) -> int:
+    def room_of(self, config: ModelConfig) -> int:
         return self.room + (1 if self.start and config.bos_id is not None else 0)
 
 
@@ -84,7 +84,7 @@ class Service:
         return self.loaded.model
 
     @property
-    def config(self) -> TransformerConfig:
+    def config(self) -> ModelConfig:
         return self.loaded.config
 
     @property
@@ -114,8 +114,9 @@ class Service:
             extra["decode"] = {k: v for k, v in dataclasses.asdict(self.decode).items() if k != "batch_size"}
         if "classify" in self.endpoints:
             extra["labels"] = label_names(c)
+        mixer = c.match if isinstance(c, RNNSeq2SeqConfig) else c.attention.kind  # an RNN's MATCH, else the kind
         return {"checkpoint": self.loaded.path, "family": family_of(c), "kind": self.kind,
-                "model": type(self.model).__name__, "attention": getattr(c.attention, "kind", c.attention),
+                "model": type(self.model).__name__, "attention": mixer,
                 "device": str(next(self.model.parameters()).device), "dtype": self.loaded.dtype,
                 "quantization": self.loaded.quantization,
                 "sizes": sizes, "endpoints": list(self.endpoints), "limits": dataclasses.asdict(self.limits),
