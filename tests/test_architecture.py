@@ -188,3 +188,56 @@ def test_inference_serve_and_the_inference_commands_import_no_training() -> None
     assert not found, f"these import training or tasks: {found}"
     assert "tformer.tasks.translation" in closure({"tformer.cli.translate"} | function_imports(
         "tformer.cli.translate", "cmd_evaluate"), graph)  # the test sees a command that does
+
+
+def settings_field_names() -> set[str]:
+    """The fields of the decoding settings (`decoding/settings.py`) that name how a search runs: the options a
+    flag, a recipe key and a request body all set. Generic names a data or training config may also use (the
+    batch size, a seed, `stop`) are left out."""
+    from dataclasses import fields
+
+    from tformer.decoding.settings import DecodeConfig, SampleConfig
+
+    generic = {"batch_size", "seed", "stop"}
+    return {f.name for cls in (DecodeConfig, SampleConfig) for f in fields(cls)} - generic
+
+
+def declared_fields(file: Path) -> dict[str, set[str]]:
+    """Class name -> the names its body declares with an annotation (a dataclass's or a pydantic model's fields)."""
+    out = {}
+    for node in ast.walk(ast.parse(file.read_text(), filename=str(file))):
+        if isinstance(node, ast.ClassDef):
+            out[node.name] = {s.target.id for s in node.body
+                              if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+    return out
+
+
+def test_only_decoding_defines_decoding_settings() -> None:
+    """A decoding setting is one field of `decoding.DecodeConfig` or `decoding.SampleConfig`: no class outside
+    `decoding/` declares one (a request body, a server's batch key, a recipe section or a command's options
+    are made from those classes), so adding an option is one field and its check."""
+    names = settings_field_names()
+    assert {"beam", "lenpen", "temperature", "top_k", "repetition_penalty"} <= names
+    found = []
+    for name, file in modules().items():
+        if inside(name, "tformer.decoding"):
+            continue
+        for cls, declared in declared_fields(file).items():
+            found += [f"{name}.{cls}.{field}" for field in sorted(declared & names)]
+    assert found == []
+
+
+def test_the_settings_rule_sees_a_class_that_lists_a_setting(tmp_path: Path) -> None:
+    file = tmp_path / "body.py"
+    file.write_text("class Body:\n    text: str\n    beam: int | None = None\n\n"
+                    "    def f(self) -> None:\n        x: int = 1\n")
+    assert declared_fields(file)["Body"] & settings_field_names() == {"beam"}
+
+
+def test_interop_imports_no_training_or_tasks() -> None:
+    """Reading and writing other toolkits' checkpoints needs the model and its files, not the training loop:
+    `tformer convert` loads no module of `training/` or `tasks/` to read a model."""
+    graph = import_graph()
+    for name in [m for m in graph if inside(m, "tformer.interop")]:
+        ran = closure({name}, graph)
+        assert not {m for m in ran if inside(m, "tformer.training") or inside(m, "tformer.tasks")}, name
