@@ -25,12 +25,16 @@ DEFAULT = SampleConfig()  # frozen: one shared default
 
 
 def prompt_ids(tokenizer: Tokenizer, config: GPTConfig, prompt: str) -> list[int]:
-    """The ids a continuation of `prompt` starts from: the model's start token (bos_id, the token a document
-    starts after), if it has one, then the prompt's; a ValueError if there are none, or if they fill the
-    context and leave no room to generate. A leading byte-order mark is no part of the prompt
-    (`data.lines.normalise_text`)."""
+    """The ids a continuation of `prompt` starts from (`started`): the prompt's as `tokenizer` reads it, a
+    leading byte-order mark no part of it (`data.lines.normalise_text`)."""
+    return started(config, tokenizer.encode(normalise_text(prompt)))
+
+
+def started(config: GPTConfig, ids: list[int]) -> list[int]:
+    """A prompt's ids after the model's start token (bos_id, the token a document starts after), if it has
+    one; a UserError if there are none, or if they fill the context and leave no room to generate."""
     start = [] if config.bos_id is None else [config.bos_id]
-    ids = start + tokenizer.encode(normalise_text(prompt))
+    ids = start + ids
     if not ids:
         raise UserError("the prompt is empty and the model has no bos_id to start from")
     if len(ids) >= config.max_len:
@@ -137,4 +141,4 @@ def _samples(decoder: Decoder, tokenizer: Tokenizer, prompts: list[str], setting
             k += 1
 
 
-__all__ = ["Sample", "TextStream", "continue_prompt", "prompt_ids", "repetition_of", "sample_prompts"]
+__all__ = ["Sample", "TextStream", "continue_prompt", "prompt_ids", "repetition_of", "sample_prompts", "started"]

@@ -29,9 +29,9 @@ from tformer.inference import (
     label_names,
     load,
     prefix_ids,
-    prompt_ids,
     run_decode,
 )
+from tformer.inference.generate import started
 from tformer.inference.unknown import Unknown, encode_counted
 from tformer.quant import Int8Linear
 from tformer.serve.batching import Job
@@ -262,10 +262,11 @@ def prepare_generate(service: Service, *, prompt: str, max_new_tokens: int | Non
     max_new = limits.max_new_tokens if max_new_tokens is None else max_new_tokens
     check_max_new_tokens(max_new, most=limits.max_new_tokens, limit="--max-new-tokens")
     settings = with_given(SampleConfig(), **given)
-    ids = prompt_ids(service.tokenizer, service.config, prompt)
+    (ids,), unknown = encode_counted(service.tokenizer, [prompt])  # once: the ids and the warning
+    ids = started(service.config, ids)
     check_tokens(len(ids), service.text_limit(room=1), "prompt", service, what=", less 1 to generate into")
     return job(GenerateWork(tuple(ids), min(max_new, service.config.max_len - len(ids)), emit, settings,
-                            warnings=warnings(encode_counted(service.tokenizer, [prompt] if prompt else [])[1])))
+                            warnings=warnings(unknown)))
 
 
 def prepare_score(service: Service, *, text: str | None, texts: list[str] | None, per_token: bool) -> Job:
