@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tformer.runs import RunDir
 from tformer.tasks import load_recipe, train
 
 GPT2_SHAPE = ["model.overrides.d_model=512", "model.overrides.d_ff=2048", "model.overrides.n_heads=8",
@@ -33,10 +34,10 @@ def _trained(path: Path | None, recipe: str, overrides: list[str], out_dir: Path
     OUT_DIR/best is missing)."""
     if path is not None and (path / "config.yaml").is_file():
         return path
-    if not (out_dir / "best" / "config.yaml").is_file():
+    if not (RunDir(out_dir).best / "config.yaml").is_file():
         print(f"training {recipe} for the bench into {out_dir} ({' '.join(overrides)}) ...", flush=True)
         train(load_recipe(recipe, [*overrides, f"out_dir={out_dir}"]), overwrite=True, progress=False)
-    return out_dir / "best"
+    return RunDir(out_dir).best
 
 
 def translator(path: Path | None, *, minutes: float, root: Path, quick: bool = False) -> Path:

@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from tformer.runs import RunDir
+
 BASE = "demo-20"
 
 # name -> overrides of the BASE recipe; a variant with train.average_last also scores out_dir/averaged
@@ -69,15 +71,16 @@ def _env() -> dict:
 
 
 def _result(name: str, out: Path, seconds: float) -> dict:
-    records = [json.loads(line) for line in (out / name / "metrics.jsonl").read_text().splitlines()]
+    run = RunDir(out / name)
+    records = [json.loads(line) for line in run.metrics.read_text().splitlines()]
     steps = [r for r in records if "loss" in r and "step" in r]
     evals = [r for r in records if "eval/valid_ppl" in r]
     row = {"variant": name, "steps": steps[-1]["step"] if steps else 0, "wall_s": round(seconds, 1),
            "s_per_step": round(steps[-1]["elapsed_s"] / steps[-1]["step"], 4) if steps else None,
            "valid_ppl": round(evals[-1]["eval/valid_ppl"], 2) if evals else None}
-    row.update(_score(out / name / "last"))
-    if (out / name / "averaged").exists():
-        row["averaged"] = _score(out / name / "averaged")
+    row.update(_score(run.last))
+    if run.averaged.exists():
+        row["averaged"] = _score(run.averaged)
     return row
 
 

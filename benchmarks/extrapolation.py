@@ -19,7 +19,7 @@ https://arxiv.org/abs/2108.12409); none of the three has parameters tied to a le
 designed to extrapolate. Each scheme is one `train_lm` run under RUNS/<kind>.
 
 Evaluation: each trained model is loaded from its run's best/ (else last/) checkpoint with
-`tformer.training.checkpoint.load_model`, with its tokenizer. The validation split (Romans) becomes one
+`tformer.checkpoints.load_model`, with its tokenizer. The validation split (Romans) becomes one
 token stream as LMTask builds it (</s> before every chapter), cut to its first `--eval-chars` + 1 tokens,
 and packed into non-overlapping blocks of length L (`pack_padded`, `split_block`), so every L predicts the
 same characters. Perplexity = exp(mean negative log-likelihood over all predicted tokens), per character
@@ -48,11 +48,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from benchmarks.lm_sweep import CONFIG, MODEL, each, recipe_with, short_run, train_fresh, write_results
+from tformer.checkpoints import load_model, tokenizer_dir
 from tformer.config import POSITION_KINDS
+from tformer.runs import RunDir
 from tformer.tasks import load_recipe
 from tformer.tasks.lm import LMRecipe, load_split, pack_padded, split_block, token_stream
 from tformer.tokenization.hf import load_tokenizer
-from tformer.training.checkpoint import load_model, tokenizer_dir
 
 TRAIN_BLOCK, BATCH_SIZE, EVAL_TOKENS = 128, 32, 20_000
 BATCH_TOKENS = 8192  # evaluation: blocks per forward = BATCH_TOKENS // L
@@ -116,7 +117,7 @@ def scheme_recipe(kind: str, args: argparse.Namespace) -> LMRecipe:
 
 def chosen_checkpoint(run: Path) -> Path:
     """RUN/best when the run kept one, else RUN/last."""
-    return run / "best" if (run / "best").is_dir() else run / "last"
+    return RunDir(run).trained() or RunDir(run).last
 
 
 # --- evaluation ---------------------------------------------------------------------------------------
@@ -159,7 +160,7 @@ def evaluate_run(run: Path, args: argparse.Namespace) -> dict[str, Any]:
     if directory is None:
         raise ValueError(f"{checkpoint} has no tokenizer/")
     tokenizer = load_tokenizer(directory)
-    recipe = load_recipe(run / "recipe.yaml")
+    recipe = load_recipe(RunDir(run).recipe)
     stream = token_stream(load_split(recipe.data, "valid"), tokenizer)[: args.eval_chars + 1]  # (N + 1,)
     result: dict[str, Any] = {"checkpoint": str(checkpoint), "predicted": len(stream) - 1, "ppl": {},
                               "by_position": {}, "parameters": sum(p.numel() for p in model.parameters())}

@@ -38,6 +38,7 @@ from tformer.evaluation.bleu import score_corpus
 from tformer.inference import load, translate, with_given
 from tformer.interop.ct2 import generate_ids, load_ct2, to_ct2, translate_ids
 from tformer.quant import MIN_WEIGHTS, count_int8, quantize
+from tformer.runs import RunDir
 from tformer.tasks.translation import load_split, run_recipe
 
 CPU = torch.device("cpu")
@@ -96,7 +97,7 @@ def language_model(path: Path, args: argparse.Namespace, tmp: Path) -> dict:
     from tformer.tasks.lm import LMTask
     from tformer.tasks.lm import load_split as lm_split
 
-    recipe = load_recipe(path.parent / "recipe.yaml", [])
+    recipe = load_recipe(RunDir(path.parent).recipe, [])
     loaded = load(path, command="score")
     model, config, tokenizer = loaded.model, loaded.config, loaded.tokenizer
     acts = lm_split(recipe.data, "test")

@@ -52,10 +52,11 @@ import torch
 from torch import Tensor, nn
 
 from benchmarks.lm_sweep import CONFIG, MODEL, each, recipe_with, short_run, train_fresh, write_results
+from tformer.checkpoints import load_model
 from tformer.config import GPTConfig
+from tformer.runs import RunDir
 from tformer.tasks import load_recipe
 from tformer.tasks.lm import LMRecipe
-from tformer.training.checkpoint import load_model
 
 BLOCK_SIZE, BATCH_SIZE, EVAL_TOKENS = 256, 16, 20_000
 CACHE_POSITIONS = 1024
@@ -146,7 +147,7 @@ def n_parameters(model: nn.Module) -> int:
 
 
 def read_metrics(run: Path) -> list[dict[str, Any]]:
-    file = run / "metrics.jsonl"
+    file = RunDir(run).metrics
     return [json.loads(line) for line in file.read_text().splitlines() if line.strip()] if file.is_file() else []
 
 
@@ -161,7 +162,7 @@ def run_variant(name: str, args: argparse.Namespace) -> dict[str, Any]:
     recipe = variant_recipe(name, args)
     run = Path(recipe.out_dir)
     state, wall = train_fresh(recipe, progress=not args.no_progress)
-    model, config = load_model(run / "last")
+    model, config = load_model(RunDir(run).last)
     records = read_metrics(run)
     expected, grows = expected_cache_bytes(config)
     measured = cache_bytes(model)

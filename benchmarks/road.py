@@ -42,6 +42,7 @@ from tformer.errors import UserError
 from tformer.evaluation import score_corpus
 from tformer.files import write_atomic
 from tformer.inference import load
+from tformer.runs import RunDir
 from tformer.tasks.translation import TranslationRecipe, evaluate_checkpoint, run_recipe, training_rates
 from tformer.viz.curves import read_metrics
 from tformer.viz.figures import new_figure, save_figure
@@ -73,9 +74,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def checkpoint_of(run: Path) -> Path:
     """RUN/best, else RUN/last; a one-line UserError naming the directory otherwise."""
-    for name in ("best", "last"):
-        if (run / name / "config.yaml").is_file():
-            return run / name
+    for checkpoint in RunDir(run).preferred:
+        if (checkpoint / "config.yaml").is_file():
+            return checkpoint
     raise UserError(f"{run} has no checkpoint: expected a run directory of `tformer train` holding best/ or last/ "
                     "(with config.yaml), recipe.yaml and metrics.jsonl")
 

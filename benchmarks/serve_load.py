@@ -93,6 +93,7 @@ def made_up_pairs(n: int, seed: int) -> list[tuple[str, str]]:
 def train_small(root: Path, steps: int) -> Path:
     """A small translator trained on the made-up corpus; returns its checkpoint (RUN/last)."""
     from tformer.configio import from_dict
+    from tformer.runs import RunDir
     from tformer.tasks.translation import TranslationRecipe, train_translation
 
     for split, n, seed in (("train", 2000, 0), ("valid", 50, 1), ("test", 200, 2)):
@@ -107,7 +108,7 @@ def train_small(root: Path, steps: int) -> Path:
                   "optim": {"lr": 2e-3}, "schedule": {"name": "constant", "warmup": min(50, steps)}},
         "decode": {"beam": 1}})
     train_translation(recipe, progress=False)
-    return root / "run" / "last"
+    return RunDir(root / "run").last
 
 
 def source_sentences(args: argparse.Namespace, checkpoint: Path) -> list[str]:

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from benchmarks.common import apply_quick, write_json
+from tformer.runs import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTENDERS = {"default": ["train.tune_threads=false"], "one thread": ["train.threads=1", "train.tune_threads=false"],
@@ -55,7 +56,7 @@ def train_speed(recipe: str, steps: int, extra: list[str], out_dir: Path) -> flo
                "train.eval_every=1000000", f"out_dir={out_dir}", *extra, "--overwrite", "--no-progress"]
     env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}  # torch's default: one per core
     subprocess.run(command, cwd=ROOT, env=env, check=True, capture_output=True, text=True)
-    lines = (out_dir / "metrics.jsonl").read_text().splitlines()
+    lines = RunDir(out_dir).metrics.read_text().splitlines()
     return steps_per_s([json.loads(line) for line in lines])
 
 

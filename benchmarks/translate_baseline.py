@@ -57,6 +57,7 @@ from tformer.evaluation import score_corpus
 from tformer.inference import DecodeConfig
 from tformer.interop.common import ACTIVATIONS_TO_HF
 from tformer.models.presets import build_model
+from tformer.runs import RunDir
 from tformer.tasks import load_recipe
 from tformer.tasks.translation import (
     TranslationRecipe,
@@ -219,7 +220,7 @@ def marian_translate(model: nn.Module, tokenizer: BPETokenizer, sentences: list[
 
 
 def read_metrics(run: Path) -> list[dict[str, Any]]:
-    file = run / "metrics.jsonl"
+    file = RunDir(run).metrics
     if not file.is_file():
         raise ValueError(f"{file} does not exist; --run must be a tformer run directory")
     return [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
@@ -231,9 +232,9 @@ def compare(run: Path, *, minutes: float | None = None, max_steps: int | None = 
     from transformers import MarianMTModel
 
     run = Path(run)
-    recipe = load_recipe(run / "recipe.yaml")
+    recipe = load_recipe(RunDir(run).recipe)
     records = read_metrics(run)
-    checkpoint = run / "best" if (run / "best").is_dir() else run / "last"
+    checkpoint = RunDir(run).trained() or RunDir(run).last
     directory = tokenizer_dir(checkpoint)
     if directory is None:
         raise ValueError(f"{checkpoint} has no tokenizer/; --run must be a trained tformer run directory")

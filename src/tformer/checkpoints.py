@@ -30,6 +30,7 @@ from tformer.configio import from_dict, read_yaml, renamed_keys
 from tformer.errors import UserError
 from tformer.manifest import MANIFEST_FILE, TOKENIZER_DIR, verify_file
 from tformer.models.presets import build_model
+from tformer.runs import RunDir
 
 MODEL_FILE = "model.safetensors"
 CONFIG_FILE = "config.yaml"
@@ -166,7 +167,7 @@ def checkpoint_file(path: Path, name: str) -> Path:
 def run_checkpoint(path: Path) -> Path | None:
     """The checkpoint a user most likely meant by naming the run directory `path`: `path/best`, else
     `path/last` (None if it holds neither)."""
-    return next((path / name for name in ("best", "last") if (path / name).is_dir()), None)
+    return RunDir(path).trained()
 
 
 def _read_yaml(path: Path) -> dict:

@@ -29,7 +29,6 @@ def cmd_convert(args: argparse.Namespace) -> int:
     from tformer.files import check_output_name
     from tformer.interop import checkpoint_to_hf, from_hf
     from tformer.interop.hf import tokenizer_file
-    from tformer.training.checkpoint import save_checkpoint
 
     if args.quantization is not None and not args.to_ct2:
         raise UserError(f"--quantization {args.quantization} applies to --to-ct2 only")
@@ -41,6 +40,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
         weights = args.quantization or "float32"
         print(f"exported {type(model).__name__} from {args.to_ct2} to {args.out} (CTranslate2, {weights} weights)")
     elif args.from_hf:
+        from tformer.training.checkpoint import save_checkpoint  # writing one; reading needs no training
+
         model, config = from_hf(args.from_hf)
         tokenizer = tokenizer_file(args.from_hf)  # kept beside the weights, in the same atomic write
         save_checkpoint(Path(args.out), model=model, config=config,

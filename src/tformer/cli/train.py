@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-from pathlib import Path
 
 from tformer.cli import shared
 
@@ -28,6 +27,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from tformer.runs import RunDir
     from tformer.tasks import load_recipe, train
     from tformer.training.distributed import launched_world
     from tformer.training.loop import stop_summary
@@ -41,7 +41,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(stop_summary(state))
     metrics = state.get("metrics", {})
     print(f"step {state['step']}: " + ", ".join(f"{k} {v:.3f}" for k, v in metrics.items()))
-    saved = [f"{recipe.out_dir}/{name}" for name in ("last", "best") if (Path(recipe.out_dir) / name).is_dir()]
+    run = RunDir(recipe.out_dir)
+    saved = [f"{recipe.out_dir}/{path.name}" for path in (run.last, run.best) if path.is_dir()]
     print(f"checkpoints in {' and '.join(saved)}" if saved else "no checkpoint was written")
     return 0
 

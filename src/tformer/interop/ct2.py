@@ -35,6 +35,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from tformer.checkpoints import load_model, tokenizer_dir
 from tformer.config import GPTConfig, Seq2SeqConfig, TransformerConfig, family_of
 from tformer.configio import dump_yaml, to_dict
 from tformer.decoding.generate import check_prompts
@@ -116,8 +117,6 @@ def to_ct2(model: nn.Module, path: str | Path, *, tokenizer: Tokenizer | None = 
 def checkpoint_to_ct2(checkpoint: str | Path, path: str | Path, *, quantization: str | None = None) -> nn.Module:
     """Write a checkpoint of ours as a CTranslate2 model directory (`tformer convert --to-ct2`), with its
     tokenizer; return the model."""
-    from tformer.training.checkpoint import load_model, tokenizer_dir  # here: `import tformer` needs no training
-
     check_quantization(quantization)
     check_out(path)
     ctranslate2()  # installed? (all before reading the checkpoint)

@@ -17,13 +17,14 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
+from tformer.checkpoints import tokenizer_dir
 from tformer.config import TransformerConfig
 from tformer.configio import check_choice, dump_yaml, flat_keys, parse_yaml, read_yaml, shown, to_dict
 from tformer.data.device import device_of, to_device
 from tformer.errors import UserError
 from tformer.models.calc import model_summary
+from tformer.runs import RunDir
 from tformer.tokenization import load_tokenizer
-from tformer.training.checkpoint import tokenizer_dir
 from tformer.training.distributed import launched_world
 from tformer.training.loop import Task, fit
 from tformer.training.losses import label_smoothed_nll, nll_sum
@@ -66,7 +67,8 @@ def check_resumed_recipe(out_dir: Path, recipe: Any) -> None:
     """Refuse to resume the run in `out_dir` with a recipe that changes what it trains: one line naming every
     changed key with its old and new value. A run without recipe.yaml (trained through the Python API
     without one) is not checked."""
-    path = out_dir / "recipe.yaml"
+    run = RunDir(out_dir)
+    path = run.recipe
     if not path.is_file():
         return
     saved = flat_keys(read_yaml(path, what=f"cannot resume: {path}") or {})
@@ -74,7 +76,7 @@ def check_resumed_recipe(out_dir: Path, recipe: Any) -> None:
     changed = [key for key in sorted(saved.keys() & now.keys()) if saved[key] != now[key] and not _may_change(key)]
     if changed:
         what = "; ".join(f"{key} {shown(saved[key])} -> {shown(now[key])}" for key in changed)
-        raise UserError(f"cannot resume {out_dir / 'last'} with a changed recipe ({what}): a resumed run trains as "
+        raise UserError(f"cannot resume {run.last} with a changed recipe ({what}): a resumed run trains as "
                          f"{path} says; only when it stops, logs, evaluates and saves may change; start a new "
                          "out_dir for the new settings")
 
@@ -101,7 +103,8 @@ def run_task(recipe: Any, setup: Callable[[Any], Setup], *, resume: bool, progre
 
     Seeds torch with train.seed; on resume, reads the tokenizer of OUT_DIR/last (the ids must not change);
     `setup(tokenizer)` builds the task's model, config, data and tokenizer (`tokenizer` is None on a fresh
-    run: the task trains its own); `fit` trains, writing recipe.yaml, metrics and checkpoints to OUT_DIR.
+    run: the task trains its own); the main process writes the recipe to OUT_DIR/recipe.yaml, and `fit`
+    trains, writing metrics and checkpoints to OUT_DIR.
     Then, on the main process of a run that was not interrupted, `finish(state, setup)` (if given) does
     the task's last part and returns the state to hand back. The main process prints the model's size and
     training FLOPs per token at its context (`models.calc.model_summary`) before training starts.
@@ -110,14 +113,15 @@ def run_task(recipe: Any, setup: Callable[[Any], Setup], *, resume: bool, progre
     unless `overwrite` (refused before anything is built), no second training at once (a lock), and a
     `last` that a crash caught mid-save recovered before a resume reads it."""
     out_dir = Path(recipe.out_dir)
+    run = RunDir(out_dir)
     main = launched_world().is_main
     if main:
         check_run_dir(out_dir, resume=resume, overwrite=overwrite)
     with ExitStack() as held:
         if resume and main:
             held.enter_context(hold(out_dir))
-            for name in ("last", "best"):
-                recover(out_dir / name)
+            for checkpoint in (run.last, run.best):
+                recover(checkpoint)
         if resume:
             check_resumed_recipe(out_dir, recipe)
         torch.manual_seed(recipe.train.seed)
@@ -127,8 +131,10 @@ def run_task(recipe: Any, setup: Callable[[Any], Setup], *, resume: bool, progre
         if main and not resume:
             held.enter_context(hold(out_dir, fresh=True, overwrite=overwrite))
         out_dir.mkdir(parents=True, exist_ok=True)
+        if main:  # under `hold`: a training that fails before its first step puts the old one back
+            run.write_recipe(recipe)
         state = fit(built.model, built.config, built.task, recipe.train, out_dir=out_dir,
-                    tokenizer=built.tokenizer, resume=resume, progress=progress, recipe=recipe)
+                    tokenizer=built.tokenizer, resume=resume, progress=progress)
         if finish is None or state.get("interrupted") or not main:
             return state
         return finish(state, built)
@@ -136,9 +142,10 @@ def run_task(recipe: Any, setup: Callable[[Any], Setup], *, resume: bool, progre
 
 def resumed_tokenizer(out_dir: Path) -> Any:
     """The tokenizer saved in OUT_DIR/last: a resumed run must encode text as the run it continues did."""
-    directory = tokenizer_dir(out_dir / "last")
+    last = RunDir(out_dir).last
+    directory = tokenizer_dir(last)
     if directory is None:
-        raise UserError(f"cannot resume: no checkpoint with a tokenizer at {out_dir / 'last'} "
+        raise UserError(f"cannot resume: no checkpoint with a tokenizer at {last} "
                          "(train without --resume to start afresh)")
     return load_tokenizer(directory)
 

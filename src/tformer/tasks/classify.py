@@ -38,6 +38,7 @@ from tformer.inference.classify import ClassBatch, collate_texts, encode_texts
 from tformer.inference.loaded import load
 from tformer.models.bert import BertClassifier
 from tformer.models.presets import preset
+from tformer.runs import RunDir
 from tformer.tasks.base import ModelSpec, Setup, check_recipe, run_task
 from tformer.tokenization import Tokenizer
 from tformer.tokenization.hf import check_vocabulary, load_tokenizer
@@ -225,12 +226,12 @@ def train_classifier(recipe: ClassifyRecipe, *, resume: bool = False, overwrite:
     def finish(state: dict[str, Any], built: Setup) -> dict[str, Any]:
         if test is None:
             return state
-        out_dir = Path(recipe.out_dir)
-        best, _ = load_model(out_dir / "best")
+        run = RunDir(recipe.out_dir)
+        best, _ = load_model(run.best)
         result = {"test_accuracy": accuracy(best, make_batches(built.tokenizer, test, recipe.data))["accuracy"],
                   "test_examples": len(test.texts), "best_valid_accuracy": state["best"], "steps": state["step"],
                   "train_minutes": state["elapsed"] / 60}
-        write_atomic(out_dir / "test.json", json.dumps(result, indent=2) + "\n")
+        write_atomic(run.results("test"), json.dumps(result, indent=2) + "\n")
         if progress:
             print(f"test accuracy {result['test_accuracy']:.4f} on {len(test.texts)} examples")
         return {**state, "test": result}

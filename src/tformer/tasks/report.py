@@ -19,11 +19,13 @@ from typing import Any
 
 from torch import nn
 
+from tformer.checkpoints import CONFIG_FILE
 from tformer.config import ENCODER_DECODERS, GPTConfig
 from tformer.data.bible import HELD_OUT_BOOKS
 from tformer.decoding import generate_greedy
 from tformer.errors import UserError
 from tformer.inference import DecodeConfig, load, translate
+from tformer.runs import RunDir
 from tformer.tasks import load_recipe
 from tformer.tasks.translation import TranslationRecipe, load_split
 from tformer.viz.curves import read_metrics
@@ -40,12 +42,12 @@ EXAMPLE_TOKENS = 32  # at most, in the attention example of a GPT (more would no
 
 def find_checkpoint(run: Path) -> Path | None:
     """RUN_DIR/best, else RUN_DIR/last, else None."""
-    return next((run / name for name in ("best", "last") if (run / name / "config.yaml").is_file()), None)
+    return next((path for path in RunDir(run).preferred if (path / CONFIG_FILE).is_file()), None)
 
 
 def load_run_recipe(run: Path) -> Any:
     """The run's recipe (any task), or None without a readable recipe.yaml."""
-    path = run / "recipe.yaml"
+    path = RunDir(run).recipe
     try:
         return load_recipe(path) if path.is_file() else None
     except ValueError:
@@ -75,7 +77,7 @@ def validation_label(recipe: Any) -> str:
 def scores_on_test(run: Path, recipe: Any) -> HeldOut | None:
     """RUN_DIR/test.json (what `tformer demo` writes once the training ends: the test split's BLEU and chrF,
     decoded as the recipe says), labelled with the split, its size, the beam and the step; None without one."""
-    path = run / "test.json"
+    path = RunDir(run).results("test")
     if not path.is_file():
         return None
     try:
@@ -170,7 +172,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
     run = Path(run_dir)
     if not run.is_dir():
         raise UserError(f"run directory {run} does not exist")
-    path = Path(out) if out is not None else run / "report.html"
+    path = Path(out) if out is not None else RunDir(run).report
     if path.suffix.lower() not in (".html", ".htm") and not is_stream(path):  # stdout, a FIFO: no suffix to read
         raise UserError(f"output file {path} has suffix {path.suffix or '(none)'!r}; use .html")
     return write_file(path, build_report(run).encode("utf-8"))

@@ -28,10 +28,8 @@ from tformer.config import ModelConfig
 from tformer.configio import to_dict
 from tformer.errors import UserError
 from tformer.files import write_atomic
+from tformer.runs import RunDir
 from tformer.training.checkpoint import SavesToDirectory, save_checkpoint
-
-EVALS_DIR = "evals"
-AVERAGED_DIR = "averaged"
 
 
 def average_states(states: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
@@ -106,7 +104,8 @@ class EvalAverages:
     def add(self, step: int, state: dict[str, Tensor], *, model: nn.Module, config: ModelConfig,
             tokenizer: SavesToDirectory | None) -> list[int]:
         """Keep `state` (the weights at `step`), average the newest n kept; returns the steps averaged."""
-        evals = self.out_dir / EVALS_DIR
+        run = RunDir(self.out_dir)
+        evals = run.evals
         buffer = io.BytesIO()
         torch.save({k: v.detach().cpu().clone() for k, v in state.items()}, buffer)
         write_atomic(evals / f"step-{step:08d}.pt", buffer.getvalue())
@@ -115,9 +114,9 @@ class EvalAverages:
             old.unlink()
         kept = kept[-self.n :]
         states = [torch.load(f, map_location="cpu", weights_only=True) for f in kept]
-        save_checkpoint(self.out_dir / AVERAGED_DIR, model=model, config=config, tokenizer=tokenizer,
+        save_checkpoint(run.averaged, model=model, config=config, tokenizer=tokenizer,
                         model_state=average_states(states))
         return [int(f.stem.split("-")[1]) for f in kept]
 
 
-__all__ = ["AVERAGED_DIR", "EVALS_DIR", "EvalAverages", "average_checkpoints", "average_states"]
+__all__ = ["EvalAverages", "average_checkpoints", "average_states"]

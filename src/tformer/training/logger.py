@@ -16,6 +16,7 @@ from typing import Any
 
 from tformer.errors import UserError, install_hint
 from tformer.files import write_atomic
+from tformer.runs import RunDir
 
 INSTALL = f"train.tensorboard=true (--tensorboard) needs the tensorboard package: {install_hint('tb')}"
 
@@ -33,7 +34,8 @@ class Logger:
         """A fresh run starts a fresh log; a resumed one keeps the records up to its checkpoint's step and
         drops any logged after it (a crash since), so that no step appears twice."""
         out_dir.mkdir(parents=True, exist_ok=True)
-        path = out_dir / "metrics.jsonl"
+        run = RunDir(out_dir)
+        path = run.metrics
         if resume_at is not None and path.is_file():
             kept = [line for line in path.read_text().splitlines(keepends=True) if _logged_step(line) <= resume_at]
             write_atomic(path, "".join(kept))
@@ -43,7 +45,7 @@ class Logger:
             from torch.utils.tensorboard import SummaryWriter
 
             purge = None if resume_at is None else resume_at + 1  # a resumed run drops the events after last
-            self.tb = SummaryWriter(str(out_dir / "tensorboard"), purge_step=purge)
+            self.tb = SummaryWriter(str(run.tensorboard), purge_step=purge)
         # the run's own log, appended a record at a time as training goes (a whole-file atomic write would
         # rewrite it every step); only the trim on resume above replaces it, through write_atomic
         self.file = open(path, "a" if resume_at is not None else "w")  # noqa: SIM115

@@ -31,13 +31,12 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from tformer.checkpoints import load_weights
 from tformer.config import TransformerConfig
-from tformer.configio import dump_yaml, to_dict
 from tformer.data.device import device_of, resolve_device, tensors_in, to_device
 from tformer.errors import UserError
-from tformer.files import write_atomic
+from tformer.runs import BEST, LAST, RunDir
 from tformer.training import distributed as dist
-from tformer.training.checkpoint import load_weights
 from tformer.training.compiling import check_compilable
 from tformer.training.config import TrainConfig
 from tformer.training.interrupts import Interrupts
@@ -70,14 +69,12 @@ class Task(Protocol):
 
 
 def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainConfig, *, out_dir: Path,
-        tokenizer: Any = None, resume: bool = False, progress: bool = True,
-        recipe: Any = None) -> dict[str, Any]:
+        tokenizer: Any = None, resume: bool = False, progress: bool = True) -> dict[str, Any]:
     """Train `model` on `task` and return the final state (step, elapsed seconds, metrics, `stopped`: why
     it stopped, "max_steps", "time budget" or the signal's name, and `interrupted`: the signal's name if
-    SIGINT or SIGTERM stopped it). Writes out_dir/recipe.yaml (the `recipe` dataclass, if given),
-    out_dir/metrics.jsonl and the out_dir/last and out_dir/best checkpoints."""
-    run = _start(model, config, task, train, out_dir=Path(out_dir), tokenizer=tokenizer, resume=resume,
-                 recipe=recipe)
+    SIGINT or SIGTERM stopped it). Writes out_dir/metrics.jsonl and the out_dir/last and out_dir/best
+    checkpoints (`runs.RunDir` names them); the recipe beside them is the caller's to write."""
+    run = _start(model, config, task, train, out_dir=Path(out_dir), tokenizer=tokenizer, resume=resume)
     run.echo = run.world.is_main and not progress  # no bar to show the metrics: print them, for batch jobs
     bar = ProgressBar(run.state, max_steps=train.max_steps, budget_min=train.time_budget_min,
                       enabled=progress and run.world.is_main)
@@ -113,9 +110,9 @@ class _Run:
 
 
 def _start(model: nn.Module, config: TransformerConfig, task: Task, train: TrainConfig, *, out_dir: Path,
-           tokenizer: Any, resume: bool, recipe: Any) -> _Run:
+           tokenizer: Any, resume: bool) -> _Run:
     """Place the model, wrap it under torchrun, build the optimizer and schedule, and on `resume` restore
-    them and the loop state from out_dir/last; open the log and write recipe.yaml (rank 0)."""
+    them and the loop state from out_dir/last; open the log (rank 0)."""
     keep_freed_memory()  # every step reuses the pages of the step before (see memory.py)
     world = dist.launched_world()
     device = resolve_device(train.device, local_rank=world.local_rank)  # under torchrun: this rank's GPU
@@ -125,7 +122,7 @@ def _start(model: nn.Module, config: TransformerConfig, task: Task, train: Train
     model.to(device)
     if resume:
         check_resumable(out_dir, config)
-        load_weights(model, out_dir / "last")  # before wrapping, so every rank starts from the same weights
+        load_weights(model, RunDir(out_dir).last)  # before wrapping, so every rank starts from the same weights
     else:
         torch.manual_seed(train.seed + world.rank)  # rank 0 draws as a single process would
     model, whole, world = dist.setup(model, train.distributed)  # train `model`, evaluate and save `whole`
@@ -134,12 +131,10 @@ def _start(model: nn.Module, config: TransformerConfig, task: Task, train: Train
     scheduler = build_scheduler(optimizer, train.schedule, d_model=config.d_model, lr=train.optim.lr,
                                 progress=lambda step: run_progress(step, state["elapsed"], train))
     if resume:
-        state.update(restore(out_dir / "last", model, optimizer, scheduler, train, world, scaler=precision.scaler))
+        state.update(restore(RunDir(out_dir).last, model, optimizer, scheduler, train, world, scaler=precision.scaler))
         set_next_lr(optimizer, scheduler)
     log = (Logger(out_dir, resume_at=state["step"] if resume else None, tensorboard=train.tensorboard)
            if world.is_main else None)
-    if world.is_main and recipe is not None:
-        write_atomic(out_dir / "recipe.yaml", dump_yaml(to_dict(recipe)))
     checkpoints = Checkpoints(out_dir, model=model, whole=whole, optimizer=optimizer, scheduler=scheduler,
                               config=config, tokenizer=tokenizer, train=train, world=world,
                               last_step=state["step"] if resume else None, scaler=precision.scaler)
@@ -262,7 +257,7 @@ def _evaluate_or_stop(run: _Run, task: Task, train: TrainConfig, *, window: Thro
         run.model.train()
         window.restart()  # tokens/s counts training time only
     elif train.save_every is not None and state["step"] % train.save_every == 0:
-        run.checkpoints.save("last", state)
+        run.checkpoints.save(LAST, state)
     if done:
         state["stopped"] = "max_steps" if state["step"] == train.max_steps else "time budget"
         return True
@@ -270,7 +265,7 @@ def _evaluate_or_stop(run: _Run, task: Task, train: TrainConfig, *, window: Thro
         state["stopped"], state["patience_metric"] = "patience", train.best_metric  # `best`: where it stopped improving
         return True
     if signum:
-        run.checkpoints.save("last", state)
+        run.checkpoints.save(LAST, state)
         state["interrupted"] = state["stopped"] = signal.Signals(signum).name
         return True
     return False
@@ -372,7 +367,7 @@ def _report_bad_step(bad_steps: list[int], loss: float, grad_norm: float, train:
 
 def _saved(out_dir: Path) -> str:
     """Where the run's work is kept, for a message: `last` only if it exists."""
-    last = out_dir / "last"
+    last = RunDir(out_dir).last
     return f"the last checkpoint is {last}" if last.is_dir() else "no checkpoint was saved (none was due yet)"
 
 
@@ -384,9 +379,9 @@ def _evaluate(model: nn.Module, task: Task, train: TrainConfig, state: dict, log
     try:
         metrics = task.evaluate(model)
     except Exception as e:  # keep the steps trained so far; --resume continues once the cause is fixed
-        checkpoints.save("last", state)
+        checkpoints.save(LAST, state)
         note = (f"the evaluation at step {state['step']} failed; the steps trained so far are saved in "
-                f"{checkpoints.out_dir / 'last'}")
+                f"{RunDir(checkpoints.out_dir).last}")
         if hasattr(e, "add_note"):  # Python 3.11+ prints it under the traceback; 3.10 has no notes
             e.add_note(note)
         raise
@@ -402,10 +397,10 @@ def _evaluate(model: nn.Module, task: Task, train: TrainConfig, state: dict, log
         sign = 1.0 if train.best_metric in HIGHER_IS_BETTER else -1.0
         if state["best"] is None or sign * value > sign * state["best"]:
             state["best"], state["evals_since_best"] = value, 0
-            checkpoints.save("best", state)
+            checkpoints.save(BEST, state)
     if train.average_last is not None:  # before `last`: a run resumed from `last` has every evaluation kept
         checkpoints.save_average(state, train.average_last)
-    checkpoints.save("last", state)
+    checkpoints.save(LAST, state)
 
 
 def _clip(model: nn.Module, clip_norm: float | None) -> Tensor:

@@ -11,12 +11,14 @@ from typing import Any
 import torch
 from torch import nn
 
+from tformer.checkpoints import load_config
 from tformer.config import TransformerConfig
 from tformer.configio import flat_keys, to_dict
 from tformer.errors import UserError
+from tformer.runs import KEPT_PREFIX, LAST, RunDir
 from tformer.training import distributed as dist
 from tformer.training.average import EvalAverages
-from tformer.training.checkpoint import load_config, read_trainer, restore_scaler, save_checkpoint
+from tformer.training.checkpoint import read_trainer, restore_scaler, save_checkpoint
 from tformer.training.config import TrainConfig
 from tformer.training.rng import rng_states, set_rng_states
 
@@ -36,22 +38,22 @@ class Checkpoints:
         self.last_step = last_step  # the step `last` holds (None: none written by this run or its predecessor)
 
     def save(self, name: str, state: dict[str, Any]) -> None:
-        if name == "last" and self.last_step == state["step"]:
+        if name == LAST and self.last_step == state["step"]:
             return  # saved at this step already (an evaluation, then a signal): the same state
         gathered = dist.full_state(self.model, self.optimizer)
         ranks_rng = dist.gather_objects(rng_states(), self.world)
         if self.world.is_main:
             keep = None
-            if name == "last" and self.train.keep_last > 1 and self.last_step is not None:
-                keep = self.out_dir / f"step-{self.last_step:08d}"
+            if name == LAST and self.train.keep_last > 1 and self.last_step is not None:
+                keep = RunDir(self.out_dir).kept(self.last_step)
             save_checkpoint(self.out_dir / name, model=self.whole, config=self.config, optimizer=self.optimizer,
                             scheduler=self.scheduler, state={**state, "world_rng": ranks_rng},
                             tokenizer=self.tokenizer, keep_previous_as=keep,
                             model_state=gathered and gathered[0], optimizer_state=gathered and gathered[1],
                             scaler=self.scaler)
-            if name == "last":
+            if name == LAST:
                 _prune(self.out_dir, self.train.keep_last - 1)
-        if name == "last":
+        if name == LAST:
             self.last_step = state["step"]
         dist.barrier(self.world)
 
@@ -69,7 +71,7 @@ class Checkpoints:
 def check_resumable(out_dir: Path, config: TransformerConfig) -> None:
     """Refuse to resume out_dir/last with a model config other than the one it was trained with, naming the
     first field that differs (training settings such as max_steps may change; the model may not)."""
-    last = out_dir / "last"
+    last = RunDir(out_dir).last
     if not last.is_dir():
         raise UserError(f"cannot resume: no checkpoint at {last} (train without --resume to start afresh)")
     saved, _ = load_config(last)
@@ -117,7 +119,7 @@ def set_next_lr(optimizer: torch.optim.Optimizer, scheduler: torch.optim.lr_sche
 
 def _prune(out_dir: Path, keep: int) -> None:
     """Delete all but the newest `keep` of out_dir/step-NNNNNNNN/."""
-    old = sorted(out_dir.glob("step-[0-9]*"))
+    old = sorted(out_dir.glob(f"{KEPT_PREFIX}[0-9]*"))
     for path in old[: max(len(old) - keep, 0)]:
         shutil.rmtree(path, ignore_errors=True)
 

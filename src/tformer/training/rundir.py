@@ -28,10 +28,19 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tformer.errors import UserError
-from tformer.manifest import verify_checkpoint
-
-LOCK_FILE = ".lock"
-RUN_FILES = ("metrics.jsonl", "recipe.yaml", "samples.txt", "test.json", "test.hyp", "valid.json", "valid.hyp")
+from tformer.manifest import MANIFEST_FILE, verify_checkpoint
+from tformer.runs import (
+    BEST,
+    KEPT_PREFIX,
+    LAST,
+    LOCK_FILE,
+    METRICS_FILE,
+    RECIPE_FILE,
+    RUN_FILES,
+    TENSORBOARD_DIR,
+    RunDir,
+    is_checkpoint_name,
+)
 
 try:
     import fcntl
@@ -43,9 +52,8 @@ def holds_run(out_dir: Path) -> list[str]:
     """The parts of a run in `out_dir`: its checkpoints and a non-empty training log."""
     if not out_dir.is_dir():
         return []
-    found = [f"{p.name}/" for p in sorted(out_dir.iterdir()) if p.is_dir()
-             and (p.name in ("last", "best") or p.name.startswith("step-"))]
-    log = out_dir / "metrics.jsonl"
+    found = [f"{p.name}/" for p in sorted(out_dir.iterdir()) if p.is_dir() and is_checkpoint_name(p.name)]
+    log = RunDir(out_dir).metrics
     if log.is_file() and log.stat().st_size > 0:
         found.append(log.name)
     return found
@@ -54,8 +62,8 @@ def holds_run(out_dir: Path) -> list[str]:
 def written_by_a_run(name: str) -> bool:
     """Whether an entry of a run directory named `name` is one a run of this project writes (checkpoints,
     hidden save siblings, the log, the recipe, results)."""
-    return (name in ("last", "best", "tensorboard") or name.startswith(("step-", ".last.", ".best."))
-            or name in RUN_FILES)
+    return (is_checkpoint_name(name) or name == TENSORBOARD_DIR or name in RUN_FILES
+            or name.startswith((f".{LAST}.", f".{BEST}.")))
 
 
 def clear_run(out_dir: Path, *, keep: frozenset[str] = frozenset()) -> None:
@@ -126,7 +134,7 @@ class Taken:
     anything to keep since, and to put back what it wrote before it had (the loop writes recipe.yaml and
     starts or trims metrics.jsonl before its first step)."""
 
-    REWRITTEN = ("recipe.yaml", "metrics.jsonl")
+    REWRITTEN = (RECIPE_FILE, METRICS_FILE)
 
     def __init__(self, out_dir: Path) -> None:
         self.out_dir = out_dir
@@ -137,8 +145,8 @@ class Taken:
     def made_nothing(self) -> bool:
         """No checkpoint written or replaced, and no record added to metrics.jsonl (a resumed run may have
         trimmed it, to the records up to its checkpoint)."""
-        log = _read(self.out_dir / "metrics.jsonl") or b""
-        return _saves(self.out_dir) == self.saves and (self.files["metrics.jsonl"] or b"").startswith(log)
+        log = _read(RunDir(self.out_dir).metrics) or b""
+        return _saves(self.out_dir) == self.saves and (self.files[METRICS_FILE] or b"").startswith(log)
 
     def put_back(self) -> None:
         clear_run(self.out_dir, keep=self.names)
@@ -154,8 +162,7 @@ def _read(path: Path) -> bytes | None:
 
 def _saves(out_dir: Path) -> dict[str, bytes | None]:
     """The checkpoints in `out_dir` (last, best, step-*), each by its manifest: a new save changes it."""
-    return {p.name: _read(p / "manifest.json") for p in out_dir.iterdir()
-            if p.is_dir() and (p.name in ("last", "best") or p.name.startswith("step-"))}
+    return {p.name: _read(p / MANIFEST_FILE) for p in out_dir.iterdir() if p.is_dir() and is_checkpoint_name(p.name)}
 
 
 def _first_missing(path: Path) -> Path | None:
@@ -188,7 +195,7 @@ def _locked(out_dir: Path) -> Iterator[None]:
     if fcntl is None:
         yield
         return
-    path = out_dir / LOCK_FILE
+    path = RunDir(out_dir).lock
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -237,7 +244,7 @@ def recover(checkpoint: str | os.PathLike) -> Path | None:
                 chosen = candidate
                 break
         else:
-            kept = sorted(parent.glob("step-[0-9]*"), reverse=True) if name == "last" else []
+            kept = sorted(parent.glob(f"{KEPT_PREFIX}[0-9]*"), reverse=True) if name == LAST else []
             source = next((p for p in kept if _complete(p)), None)
             if source is not None:
                 shutil.copytree(source, checkpoint)

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 
 from tformer.data.lines import read_jsonl_records
 from tformer.errors import UserError
+from tformer.runs import METRICS_FILE, RunDir
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-METRICS_FILE = "metrics.jsonl"
 PANEL_W, PANEL_H = 4.5, 3.2  # inches per panel
 COLS = 3  # panels per row
 LEGEND_ROW = 0.3  # inches per row of legend entries (3 runs a row)
@@ -34,7 +34,7 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
     run = Path(run_dir)
     if not run.is_dir():
         raise UserError(f"run directory {run} does not exist")
-    path = run / METRICS_FILE
+    path = RunDir(run).metrics
     if not path.is_file():
         raise UserError(f"{path} does not exist; is {run} a run directory (training writes {METRICS_FILE})?")
     records = []
