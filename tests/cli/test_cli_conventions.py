@@ -73,8 +73,8 @@ def test_every_option_with_a_value_says_what_leaving_it_out_means() -> None:
 
 
 @pytest.mark.parametrize("words, shown", [
-    (["generate"], ["--top-k TOP_K sample among the K likeliest tokens (default: none: no top-k filter)",
-                    "nucleus sampling; default: none: no nucleus filter)",
+    (["generate"], ["--top-k K sample among the K likeliest tokens (default: none: no top-k filter)",
+                    "(nucleus sampling) (default: none: no nucleus filter)",
                     "(default: none: torch's global generator)"]),
     (["plot", "attention"], ["--layer LAYER only this layer (0-based; default: every layer)",
                              "--head HEAD only this head (0-based; default: every head)"]),

@@ -62,7 +62,7 @@ def add_settings(p: argparse.ArgumentParser, cls: type, *, default: str = "{}") 
         base = kind if kind in (int, float, str) else next(t for t in typing.get_args(kind) if t is not type(None))
         bounds = {k: meta[k] for k in ("low", "high") if meta[k] is not None}
         parse = {int: options.integer(**bounds), float: options.real(), str: str}[base]
-        shown = "none" if f.default is None else f.default
+        shown = f"none: {meta['none']}" if f.default is None else f.default
         metavar = meta["metavar"] or {int: "N", float: "X", str: "WORD"}[base]
         p.add_argument(flag, type=parse, default=None, metavar=metavar,
                        help=f"{meta['help']} (default: {default.format(shown)})")

@@ -155,6 +155,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from tformer.cli.train import report_interrupt
+    from tformer.runs import RunDir
     from tformer.tasks import load_recipe
     from tformer.tasks.translation import evaluate_checkpoint, save_test_results, train_translation
     from tformer.training.loop import stop_summary
@@ -169,7 +170,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                                 f"{' '.join(args.overrides)} --resume`".replace("  ", " "))
     stopped = stop_summary(state)
     print(stopped)
-    checkpoint = Path(recipe.out_dir) / "best"
+    checkpoint = RunDir(recipe.out_dir).best
     scores, pairs, hyps = evaluate_checkpoint(checkpoint, recipe.data, "test", recipe.decode,
                                               progress=shared.progress(args))
     print(f"\ntest ({len(pairs)} sentences, beam {recipe.decode.beam}):\n{scores}\n")

@@ -30,13 +30,13 @@ from tformer.errors import UserError
 S = TypeVar("S")
 
 
-def setting(default: Any, help: str, *, request: bool = False, metavar: str | None = None, low: int | None = None,
-            high: int | None = None) -> Any:
-    """A settings field: its default, the help its command-line flag shows (`metavar`: the value's name there),
-    whether a request body may set it (`request`), and the range its flag takes where the type's own is too
-    wide (`low`, `high`)."""
-    return field(default=default, metadata={"help": help, "request": request, "metavar": metavar, "low": low,
-                                            "high": high})
+def setting(default: Any, help: str, *, none: str | None = None, request: bool = False, metavar: str | None = None,
+            low: int | None = None, high: int | None = None) -> Any:
+    """A settings field: its default, the help its command-line flag shows (`none`: what a default of None
+    means; `metavar`: the value's name there), whether a request body may set it (`request`), and the range
+    its flag takes where the type's own is too wide (`low`, `high`)."""
+    return field(default=default, metadata={"help": help, "none": none, "request": request, "metavar": metavar,
+                                            "low": low, "high": high})
 
 
 def repetition_of(no_repeat_ngram_size: int | None = None, penalty: float | None = None) -> Repetition | None:
@@ -110,12 +110,13 @@ class SampleConfig(_Repeats):
     """How a language model writes (`decoding.generate`): sampled at a temperature, or greedy at 0."""
 
     temperature: float = setting(1.0, "0 = greedy", request=True, metavar="T")
-    top_k: int | None = setting(None, "sample among the K likeliest tokens; none: no top-k filter", request=True,
+    top_k: int | None = setting(None, "sample among the K likeliest tokens", none="no top-k filter", request=True,
                                 metavar="K")
     top_p: float | None = setting(None, "sample among the likeliest tokens whose probabilities sum to P (nucleus "
-                                        "sampling); none: no nucleus filter", request=True, metavar="P")
-    seed: int | None = setting(None, "makes sampling reproducible (0 .. 2**64 - 1); none: torch's global "
-                                     "generator", request=True, metavar="SEED", low=0, high=2**64 - 1)
+                                        "sampling)", none="no nucleus filter", request=True, metavar="P")
+    seed: int | None = setting(None, "makes sampling reproducible (0 .. 2**64 - 1; sample k of a command uses "
+                                     "SEED + k)", none="torch's global generator", request=True, metavar="SEED",
+                               low=0, high=2**64 - 1)
     stop: bool = setting(True, "stop at the end-of-text token", request=True)
     no_repeat_ngram_size: int = setting(0, "never write the same N tokens twice, the prompt's included (0 = off)",
                                         request=True)

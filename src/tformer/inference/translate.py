@@ -24,7 +24,6 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from tformer.configio import from_dict, read_yaml
 from tformer.data.device import device_of
 from tformer.data.lines import check_line_lengths, normalise_text
 from tformer.data.padding import pad
@@ -34,6 +33,7 @@ from tformer.decoding.search import best_hypotheses, best_tokens
 from tformer.decoding.settings import DecodeConfig
 from tformer.errors import UserError
 from tformer.inference.loaded import check_kind
+from tformer.runs import RunDir
 from tformer.tokenization import Tokenizer
 
 T = TypeVar("T")
@@ -77,20 +77,10 @@ def prefix_ids(tokenizer: Tokenizer, prefix: str | None, *, max_len: int, name: 
 
 def run_decode(checkpoint: str | Path, *, command: str = "translate") -> DecodeConfig:
     """The decoding settings of the run a translator's checkpoint belongs to (the `decode:` section of
-    RUN_DIR/recipe.yaml beside RUN_DIR/last), or the defaults where there is no recipe.yaml. The checkpoint's
-    kind is checked first, for `command`, so the run of another task is named as such."""
+    RUN_DIR/recipe.yaml beside RUN_DIR/last, `runs.RunDir`), or the defaults where there is no recipe.yaml.
+    The checkpoint's kind is checked first, for `command`, so the run of another task is named as such."""
     check_kind(checkpoint, command)
-    path = Path(checkpoint).resolve().parent / "recipe.yaml"
-    if not path.is_file():
-        return DecodeConfig()
-    try:
-        recipe = read_yaml(path, what="the file") or {}
-        if not isinstance(recipe, dict):
-            raise UserError(f"the file holds a {type(recipe).__name__}, not a mapping of sections")
-        return from_dict(DecodeConfig, recipe.get("decode") or {}, where="decode.")
-    except (ValueError, TypeError) as e:
-        reason = " ".join(str(e).split()) or type(e).__name__
-        raise UserError(f"{path} (the run's recipe beside the checkpoint) is not a valid recipe: {reason}") from None
+    return RunDir.of_checkpoint(checkpoint).settings(DecodeConfig, "decode") or DecodeConfig()
 
 
 @dataclass(frozen=True)

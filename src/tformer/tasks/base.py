@@ -18,13 +18,13 @@ import torch
 from torch import Tensor, nn
 
 from tformer.checkpoints import tokenizer_dir
-from tformer.config import TransformerConfig
+from tformer.config import ModelConfig
 from tformer.configio import check_choice, dump_yaml, flat_keys, parse_yaml, read_yaml, shown, to_dict
 from tformer.data.device import device_of, to_device
 from tformer.errors import UserError
 from tformer.models.calc import model_summary
 from tformer.runs import RunDir
-from tformer.tokenization import load_tokenizer
+from tformer.tokenization import Tokenizer, load_tokenizer
 from tformer.training.distributed import launched_world
 from tformer.training.loop import Task, fit
 from tformer.training.losses import label_smoothed_nll, nll_sum
@@ -92,9 +92,9 @@ class Setup(NamedTuple):
     """What a task builds before training: the model, its config, the task the loop runs, the tokenizer."""
 
     model: nn.Module
-    config: TransformerConfig
+    config: ModelConfig
     task: Task
-    tokenizer: Any
+    tokenizer: Tokenizer
 
 
 def run_task(recipe: Any, setup: Callable[[Any], Setup], *, resume: bool, progress: bool, overwrite: bool = False,

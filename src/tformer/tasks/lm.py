@@ -44,6 +44,7 @@ from tformer.decoding.settings import SampleConfig
 from tformer.errors import UserError
 from tformer.files import write_atomic
 from tformer.models.presets import build_model, preset
+from tformer.runs import RunDir
 from tformer.tasks.base import ModelSpec, Setup, check_recipe, run_task, token_loss, token_nll
 from tformer.tokenization import Tokenizer
 from tformer.tokenization.bpe import BPETokenizer
@@ -153,7 +154,7 @@ class LMBatch(NamedTuple):
     targets: Tensor  # (B, T) the next token of each input; pad where there is none
 
 
-def token_stream(docs: list[str], tokenizer: Any) -> Tensor:
+def token_stream(docs: list[str], tokenizer: Tokenizer) -> Tensor:
     """</s> doc_1 </s> doc_2 ... doc_n </s> as one (N,) tensor of ids."""
     eos = tokenizer.eos_id
     ids = [eos]
@@ -195,7 +196,7 @@ class LMTask:
     """Shuffled blocks of the training stream; summed next-token cross entropy; validation loss, perplexity
     and bits per character."""
 
-    def __init__(self, recipe: LMRecipe, tokenizer: Any, *, train_docs: list[str] | None = None,
+    def __init__(self, recipe: LMRecipe, tokenizer: Tokenizer, *, train_docs: list[str] | None = None,
                  valid_docs: list[str] | None = None) -> None:
         self.recipe, self.tokenizer, data = recipe, tokenizer, recipe.data
         self.stream = token_stream(load_split(data, "train") if train_docs is None else train_docs, tokenizer)
@@ -263,7 +264,7 @@ def sample_texts(model: nn.Module, tokenizer: Tokenizer, config: SampleSection, 
 # --- training -------------------------------------------------------------------------------------------
 
 
-def model_config(recipe: LMRecipe, tokenizer: Any) -> GPTConfig:
+def model_config(recipe: LMRecipe, tokenizer: Tokenizer) -> GPTConfig:
     """The preset with the tokenizer's vocabulary and special ids; max_len raised to block_size if needed.
     bos_id is the token a document starts after: </s>, the separator of the training stream (as GPT-2's
     <|endoftext|>), so `tformer generate` and scoring start documents the way training saw them."""
@@ -286,7 +287,7 @@ def train_lm(recipe: LMRecipe, *, resume: bool = False, overwrite: bool = False,
     """Train (or resume) the recipe's language model, then sample from it; returns the loop's final state
     with the samples under "samples" (also written to out_dir/samples.txt)."""
 
-    def setup(tokenizer: Any) -> Setup:
+    def setup(tokenizer: Tokenizer) -> Setup:
         train_docs = load_split(recipe.data, "train")
         if tokenizer is None:
             tokenizer = train_tokenizer(recipe.data, train_docs)
@@ -297,9 +298,9 @@ def train_lm(recipe: LMRecipe, *, resume: bool = False, overwrite: bool = False,
     def finish(state: dict[str, Any], built: Setup) -> dict[str, Any]:
         out_dir, model = Path(recipe.out_dir), built.model
         if launched_world().is_distributed:  # the trained weights may be sharded over the ranks: read them whole
-            model, _ = load_model(out_dir / "last")
+            model, _ = load_model(RunDir(out_dir).last)
         samples = sample_texts(model, built.tokenizer, recipe.sample, seed=recipe.train.seed)
-        write_atomic(out_dir / "samples.txt", "".join(f"=== sample {i}\n{s}\n" for i, s in enumerate(samples)))
+        write_atomic(RunDir(out_dir).samples, "".join(f"=== sample {i}\n{s}\n" for i, s in enumerate(samples)))
         if progress:
             for text in samples:
                 print(f"--- sample\n{text}")

@@ -28,6 +28,7 @@ from tformer.inference import DecodeConfig, load, translate
 from tformer.runs import RunDir
 from tformer.tasks import load_recipe
 from tformer.tasks.translation import TranslationRecipe, load_split
+from tformer.tokenization import Tokenizer
 from tformer.viz.curves import read_metrics
 from tformer.viz.figures import write_file
 from tformer.viz.report import HeldOut, Samples, model_section, no_model_section, page
@@ -98,7 +99,7 @@ def scores_on_test(run: Path, recipe: Any) -> HeldOut | None:
     return HeldOut(label=f"test, on {', '.join(about)} ({path.name})", metrics=metrics)
 
 
-def translation_samples(model: nn.Module, tokenizer: Any, recipe: Any) -> Samples:
+def translation_samples(model: nn.Module, tokenizer: Tokenizer, recipe: Any) -> Samples:
     """A few sentences of the recipe's test (else validation) split translated as the recipe decodes, or
     fixed sentences when the data is not reachable."""
     pairs, note = [], ""
@@ -122,7 +123,7 @@ def translation_samples(model: nn.Module, tokenizer: Any, recipe: Any) -> Sample
                    example=rows[shortest][0], target=rows[shortest][2] or None)
 
 
-def generation_samples(model: nn.Module, tokenizer: Any) -> Samples:
+def generation_samples(model: nn.Module, tokenizer: Tokenizer) -> Samples:
     """A greedy continuation of a fixed prompt."""
     config = model.config
     prompt = ([] if config.bos_id is None else [config.bos_id]) + tokenizer.encode(FIXED_PROMPT)

@@ -18,7 +18,6 @@ from typing import Any
 from torch import Tensor, nn
 
 from tformer.config import ENCODER_DECODERS, RNNSeq2SeqConfig, Seq2SeqConfig
-from tformer.configio import from_dict, read_yaml
 from tformer.data import collate, limit_lengths, load_bible, read_parallel
 from tformer.data.batching import Batch, TokenBatchSampler
 from tformer.data.lines import format_lines
@@ -30,6 +29,7 @@ from tformer.files import write_atomic
 from tformer.inference.loaded import check_kind, load
 from tformer.inference.translate import translate
 from tformer.models.presets import build_model, preset
+from tformer.runs import RunDir
 from tformer.tasks.base import ModelSpec, Setup, check_recipe, run_task, token_loss, token_nll
 from tformer.tokenization.bpe import BPETokenizer
 from tformer.training.config import TrainConfig
@@ -217,16 +217,10 @@ def run_recipe(checkpoint: str | Path, *, command: str = "translate",
     (`required`: a ValueError if not). The checkpoint's kind is checked first, for `command`, so the run of
     another task is named as such, not read as a translation recipe with unknown keys."""
     check_kind(checkpoint, command)
-    path = Path(checkpoint).resolve().parent / "recipe.yaml"
-    if not path.is_file():
-        if required:
-            raise UserError(f"no recipe.yaml beside {checkpoint}; {command} needs the run directory's data settings")
-        return None
-    try:
-        return from_dict(TranslationRecipe, read_yaml(path, what="the file") or {})
-    except (ValueError, TypeError) as e:
-        reason = " ".join(str(e).split()) or type(e).__name__
-        raise UserError(f"{path} (the run's recipe beside the checkpoint) is not a valid recipe: {reason}") from None
+    recipe = RunDir.of_checkpoint(checkpoint).settings(TranslationRecipe)
+    if recipe is None and required:
+        raise UserError(f"no recipe.yaml beside {checkpoint}; {command} needs the run directory's data settings")
+    return recipe
 
 
 def evaluate_checkpoint(checkpoint: str | Path, data: DataConfig, split: str, decode: DecodeConfig, *,
@@ -272,8 +266,9 @@ def save_test_results(out_dir: Path, split: str, scores: Scores, hyps: list[str]
     """OUT_DIR/<split>.json: the scores with the run's steps, minutes, why it stopped and its training tokens/s
     (`training_rates` of metrics.jsonl); and OUT_DIR/<split>.hyp, the translations one a line. Returns the
     json."""
+    run = RunDir(out_dir)
     records = []
-    log = out_dir / "metrics.jsonl"
+    log = run.metrics
     if log.is_file():
         records = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines() if line.strip()]
     median, overall = training_rates(records)
@@ -282,7 +277,7 @@ def save_test_results(out_dir: Path, split: str, scores: Scores, hyps: list[str]
               "steps": state.get("step"), "train_minutes": state.get("elapsed", 0.0) / 60,
               "stopped": state.get("stopped"), "tokens_per_s": median, "tokens_per_s_overall": overall,
               "bleu_signature": scores.bleu_signature, "chrf_signature": scores.chrf_signature}
-    write_atomic(out_dir / f"{split}.hyp", format_lines(hyps))
-    path = out_dir / f"{split}.json"
+    write_atomic(run.hypotheses(split), format_lines(hyps))
+    path = run.results(split)
     write_atomic(path, json.dumps(result, indent=1) + "\n")
     return path

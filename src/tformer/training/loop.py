@@ -36,6 +36,7 @@ from tformer.config import TransformerConfig
 from tformer.data.device import device_of, resolve_device, tensors_in, to_device
 from tformer.errors import UserError
 from tformer.runs import BEST, LAST, RunDir
+from tformer.tokenization import Tokenizer
 from tformer.training import distributed as dist
 from tformer.training.compiling import check_compilable
 from tformer.training.config import TrainConfig
@@ -69,7 +70,7 @@ class Task(Protocol):
 
 
 def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainConfig, *, out_dir: Path,
-        tokenizer: Any = None, resume: bool = False, progress: bool = True) -> dict[str, Any]:
+        tokenizer: Tokenizer | None = None, resume: bool = False, progress: bool = True) -> dict[str, Any]:
     """Train `model` on `task` and return the final state (step, elapsed seconds, metrics, `stopped`: why
     it stopped, "max_steps", "time budget" or the signal's name, and `interrupted`: the signal's name if
     SIGINT or SIGTERM stopped it). Writes out_dir/metrics.jsonl and the out_dir/last and out_dir/best
@@ -110,7 +111,7 @@ class _Run:
 
 
 def _start(model: nn.Module, config: TransformerConfig, task: Task, train: TrainConfig, *, out_dir: Path,
-           tokenizer: Any, resume: bool) -> _Run:
+           tokenizer: Tokenizer, resume: bool) -> _Run:
     """Place the model, wrap it under torchrun, build the optimizer and schedule, and on `resume` restore
     them and the loop state from out_dir/last; open the log (rank 0)."""
     keep_freed_memory()  # every step reuses the pages of the step before (see memory.py)

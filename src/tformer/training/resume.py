@@ -12,10 +12,11 @@ import torch
 from torch import nn
 
 from tformer.checkpoints import load_config
-from tformer.config import TransformerConfig
+from tformer.config import ModelConfig
 from tformer.configio import flat_keys, to_dict
 from tformer.errors import UserError
 from tformer.runs import KEPT_PREFIX, LAST, RunDir
+from tformer.tokenization import Tokenizer
 from tformer.training import distributed as dist
 from tformer.training.average import EvalAverages
 from tformer.training.checkpoint import read_trainer, restore_scaler, save_checkpoint
@@ -29,7 +30,7 @@ class Checkpoints:
     replaces is kept as step-NNNNNNNN/ and the oldest beyond keep_last are deleted."""
 
     def __init__(self, out_dir: Path, *, model: nn.Module, whole: nn.Module, optimizer: torch.optim.Optimizer,
-                 scheduler: torch.optim.lr_scheduler.LRScheduler, config: TransformerConfig, tokenizer: Any,
+                 scheduler: torch.optim.lr_scheduler.LRScheduler, config: ModelConfig, tokenizer: Tokenizer | None,
                  train: TrainConfig, world: dist.World, last_step: int | None,
                  scaler: torch.amp.GradScaler | None = None) -> None:
         self.out_dir, self.model, self.whole, self.scaler = out_dir, model, whole, scaler
@@ -68,7 +69,7 @@ class Checkpoints:
         dist.barrier(self.world)
 
 
-def check_resumable(out_dir: Path, config: TransformerConfig) -> None:
+def check_resumable(out_dir: Path, config: ModelConfig) -> None:
     """Refuse to resume out_dir/last with a model config other than the one it was trained with, naming the
     first field that differs (training settings such as max_steps may change; the model may not)."""
     last = RunDir(out_dir).last
