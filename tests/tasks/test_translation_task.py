@@ -4,12 +4,12 @@ a GPU, recorded at the first evaluation and replayed at the next), made again on
 from pathlib import Path
 
 from tests.benchmarks.test_step_profile import corpus
-from tformer.decoding.captured import DecodeGraphs
+from tformer.decoding import Decoder
 from tformer.tasks import load_recipe
 from tformer.tasks.translation import translation_setup
 
 
-def test_evaluations_keep_one_holder_of_captured_steps(tmp_path: Path) -> None:
+def test_evaluations_keep_one_decoder(tmp_path: Path) -> None:
     train, valid = corpus(tmp_path / "train.tsv", 40), corpus(tmp_path / "valid.tsv", 6)
     recipe = load_recipe("demo", ["data.corpus=files", f"data.train={train}", f"data.valid={valid}",
                                   "data.vocab_size=300", "data.bleu_sentences=3", "model.overrides.d_model=16",
@@ -17,9 +17,9 @@ def test_evaluations_keep_one_holder_of_captured_steps(tmp_path: Path) -> None:
     built = translation_setup(recipe, None)
     model, task = built.model.eval(), built.task
     first = task.evaluate(model)
-    graphs = task._graphs
-    assert isinstance(graphs, DecodeGraphs) and graphs.model is model
-    assert task.evaluate(model) == first and task._graphs is graphs
+    decoder = task._decoder
+    assert isinstance(decoder, Decoder) and decoder.model is model
+    assert task.evaluate(model) == first and task._decoder is decoder
     other = translation_setup(recipe, built.tokenizer).model.eval()
     task.evaluate(other)
-    assert task._graphs is not graphs and task._graphs.model is other
+    assert task._decoder is not decoder and task._decoder.model is other
