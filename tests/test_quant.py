@@ -165,8 +165,8 @@ def test_int8_through_the_command_line(kind: str, args: list[str], checkpoints: 
 
 
 def test_serve_quantizes_at_load(checkpoints: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    from tformer.serve.endpoints import load_service
     from tformer.serve.limits import Limits
-    from tformer.serve.service import load_service
 
     monkeypatch.setattr("tformer.quant.MIN_WEIGHTS", 0)
     service = load_service(checkpoints["gpt"], limits=Limits(), device="cpu", quantization="int8")

@@ -97,18 +97,17 @@ def test_translate_evaluate_score_and_plot_attention(trained: Path, tmp_path: Pa
 
 
 def test_the_server_translates_and_draws_its_attention(trained: Path) -> None:
+    from tformer.serve.endpoints import attention, load_service, run_batch, translate
     from tformer.serve.limits import Limits
-    from tformer.serve.service import load_service, prepare_attention, prepare_translate
-    from tformer.serve.work import run_batch
 
     checkpoint = Path(yaml.safe_load(trained.read_text())["out_dir"]) / "last"
     service = load_service(checkpoint, limits=Limits(), device="cpu")
     info = service.info()
     assert (info["family"], info["kind"], info["attention"]) == ("rnn", "seq2seq", "general")
     assert info["endpoints"] == ["translate", "attention"] and "n_heads" not in info["sizes"]
-    job = prepare_translate(service, text="the red dog", texts=None, beam=2, lenpen=None)
+    job = translate.prepare(service, text="the red dog", texts=None, beam=2, lenpen=None)
     assert len(run_batch(service.loaded, [job.work])) == 1
-    (answer,) = run_batch(service.loaded, [prepare_attention(service, text="the dog", target="der Hund").work])
+    (answer,) = run_batch(service.loaded, [attention.prepare(service, text="the dog", target="der Hund").work])
     (alignment,) = answer["maps"]
     weights = alignment["weights"]  # (layers, heads, target tokens and </s>, source tokens), one layer and head
     assert alignment["part"] == "cross" and alignment["queries"][-1] == "</s>"
@@ -128,7 +127,8 @@ def test_a_plain_rnn_has_no_map_and_no_export(trained: Path, tmp_path: Path, cap
     assert err.count("\n") == 1
     assert "attention maps need attention; this RNN encoder-decoder has match='none'" in err
     from tformer.serve import Limits
-    from tformer.serve.service import InputError, load_service
+    from tformer.serve.endpoints import load_service
+    from tformer.serve.errors import InputError
 
     service = load_service(checkpoint, limits=Limits(), device="cpu")
     assert "attention" not in service.endpoints

@@ -96,8 +96,8 @@ def start(checkpoint: Path, *, sleep: Callable[[float], Awaitable[None]] = async
     company with `sleep`; yields its URL."""
     from tformer.serve import Limits
     from tformer.serve.app import create_app
+    from tformer.serve.endpoints import load_service
     from tformer.serve.server import ServerThread
-    from tformer.serve.service import load_service
 
     service = load_service(checkpoint, limits=Limits(**{"batch_wait_ms": 2.0, **limits}), device="cpu")
     with ServerThread(create_app(service, sleep=sleep)) as url:

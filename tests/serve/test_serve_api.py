@@ -146,8 +146,8 @@ def test_a_half_precision_server_answers_as_the_library_does_in_that_dtype(check
     give what the library gives with the checkpoint loaded in bfloat16."""
     from tformer.serve import Limits
     from tformer.serve.app import create_app
+    from tformer.serve.endpoints import load_service
     from tformer.serve.server import ServerThread
-    from tformer.serve.service import load_service
 
     texts = sentences(3)
     for kind, path, body in [("seq2seq", "/translate", {"texts": texts}),

@@ -23,8 +23,8 @@ from tformer.inference import (
     translate_n_best,
 )
 from tformer.serve import Limits
-from tformer.serve.service import load_service, prepare_translate
-from tformer.serve.work import TranslateWork, run_batch
+from tformer.serve.endpoints import load_service, run_batch
+from tformer.serve.endpoints.translate import TranslateWork, prepare
 
 DECODE = DecodeConfig(beam=2, max_len_b=6, max_len_a=1.0)  # the translator's recipe.yaml
 
@@ -67,8 +67,8 @@ def test_n_best_answers_the_librarys_hypotheses(servers: dict[str, str], loaded:
 
 def test_a_batch_with_and_without_n_best_gives_each_its_own_answer(checkpoints: dict[str, Path]) -> None:
     service = load_service(checkpoints["seq2seq"], limits=Limits(), device="cpu")
-    works = [prepare_translate(service, text=None, texts=sentences(2), beam=None, lenpen=None).work,
-             prepare_translate(service, text=None, texts=sentences(3)[1:], beam=None, lenpen=None, n_best=2,
+    works = [prepare(service, text=None, texts=sentences(2), beam=None, lenpen=None).work,
+             prepare(service, text=None, texts=sentences(3)[1:], beam=None, lenpen=None, n_best=2,
                                prefix=["Der", None]).work]
     forced = (tuple(service.tokenizer.encode("Der")), ())  # the prefixes' ids, tokenized once with the request
     assert isinstance(works[1], TranslateWork) and works[1].forced == forced and works[1].n_best == 2

@@ -40,8 +40,8 @@ def serve(checkpoint: Path, **doors: Any) -> Iterator[str]:
     """A GPT server behind `Doors(**doors)` on 127.0.0.1 (a free port); yields its URL."""
     from tformer.serve import Limits
     from tformer.serve.app import create_app
+    from tformer.serve.endpoints import load_service
     from tformer.serve.server import ServerThread
-    from tformer.serve.service import load_service
 
     service = load_service(checkpoint, limits=Limits(max_new_tokens=4, batch_wait_ms=1.0), device="cpu")
     with ServerThread(create_app(service), doors=Doors(**doors)) as url:

@@ -1,7 +1,8 @@
-"""A prepared request's work, typed: each endpoint's `prepare_*` gives a job holding its own dataclass, whose
+"""A prepared request's work, typed: each endpoint's `prepare` gives a job holding its own dataclass, whose
 batch key names what requests must share to be decoded together (a translation's search settings, a
 generation's sampling settings; nothing for scoring or classification), and no key for what must run alone
-(seeded sampling, attention maps). `run_batch` runs a batch of works by their type, each answer its own."""
+(seeded sampling, attention maps). `endpoints.run_batch` runs a batch of works by their endpoint, each answer
+its own."""
 
 from __future__ import annotations
 
@@ -13,23 +14,13 @@ import pytest
 from tformer.decoding import DecodeConfig, SampleConfig
 from tformer.serve import Limits
 from tformer.serve.batching import Job
-from tformer.serve.service import (
-    Service,
-    load_service,
-    prepare_attention,
-    prepare_classify,
-    prepare_generate,
-    prepare_score,
-    prepare_translate,
-)
-from tformer.serve.work import (
-    AttentionWork,
-    ClassifyWork,
-    GenerateWork,
-    ScoreWork,
-    TranslateWork,
-    run_batch,
-)
+from tformer.serve.endpoints import attention, classify, generate, load_service, run_batch, score, translate
+from tformer.serve.endpoints.attention import AttentionWork
+from tformer.serve.endpoints.classify import ClassifyWork
+from tformer.serve.endpoints.generate import GenerateWork
+from tformer.serve.endpoints.score import ScoreWork
+from tformer.serve.endpoints.translate import TranslateWork
+from tformer.serve.service import Service
 
 
 @pytest.fixture(scope="module")
@@ -39,20 +30,20 @@ def services(checkpoints: dict[str, Path]) -> dict[str, Service]:
 
 
 def generation(service: Service, **settings: object) -> Job:
-    return prepare_generate(service, **{"prompt": "the", "max_new_tokens": 5, "temperature": 1.0, "top_k": None,
+    return generate.prepare(service, **{"prompt": "the", "max_new_tokens": 5, "temperature": 1.0, "top_k": None,
                                         "top_p": None, "seed": None, "stop": True, **settings})
 
 
 def test_a_translation_is_keyed_by_its_search_settings(services: dict[str, Service]) -> None:
     mt = services["seq2seq"]
-    job = prepare_translate(mt, text=None, texts=["the cat", "a dog"], beam=None, lenpen=None)
+    job = translate.prepare(mt, text=None, texts=["the cat", "a dog"], beam=None, lenpen=None)
     recipes = DecodeConfig(beam=2, lenpen=1.0, stopping="finished", max_len_a=1.0, max_len_b=6)  # recipe.yaml
     ids = tuple(map(tuple, mt.tokenizer.encode_batch(["the cat", "a dog"])))  # tokenized once, carried
     assert job.work == TranslateWork(ids, dataclasses.replace(recipes, batch_size=mt.limits.max_batch))
     assert job.size == 2 and job.key == recipes
-    assert prepare_translate(mt, text="a", texts=None, beam=2, lenpen=None).key == job.key
-    assert prepare_translate(mt, text="a", texts=None, beam=3, lenpen=None).key != job.key
-    assert prepare_translate(mt, text="a", texts=None, beam=None, lenpen=0.5).key != job.key
+    assert translate.prepare(mt, text="a", texts=None, beam=2, lenpen=None).key == job.key
+    assert translate.prepare(mt, text="a", texts=None, beam=3, lenpen=None).key != job.key
+    assert translate.prepare(mt, text="a", texts=None, beam=None, lenpen=0.5).key != job.key
 
 
 def test_a_generation_is_keyed_by_its_sampling_settings_and_a_seeded_one_runs_alone(
@@ -71,16 +62,16 @@ def test_a_generation_is_keyed_by_its_sampling_settings_and_a_seeded_one_runs_al
 
 def test_scorings_classifications_and_attention_maps(services: dict[str, Service]) -> None:
     gpt, clf = services["gpt"], services["bert classifier"]
-    scored = [prepare_score(gpt, text=None, texts=["the cat", "a"], per_token=True),
-              prepare_score(gpt, text="a dog", texts=None, per_token=False)]
+    scored = [score.prepare(gpt, text=None, texts=["the cat", "a"], per_token=True),
+              score.prepare(gpt, text="a dog", texts=None, per_token=False)]
     assert [j.work for j in scored] == [ScoreWork(("the cat", "a"), True), ScoreWork(("a dog",), False)]
     assert scored[0].key == scored[1].key and [j.size for j in scored] == [2, 1]
-    labelled = [prepare_classify(clf, text="a", texts=None, top=1), prepare_classify(clf, text="b", texts=None, top=3)]
+    labelled = [classify.prepare(clf, text="a", texts=None, top=1), classify.prepare(clf, text="b", texts=None, top=3)]
     assert labelled[0].work == ClassifyWork(("a",), 1) and labelled[0].key == labelled[1].key
-    attention = prepare_attention(gpt, text="the cat", target=None)
-    assert attention.work == AttentionWork("the cat", None) and attention.key is None
+    drawn = attention.prepare(gpt, text="the cat", target=None)
+    assert drawn.work == AttentionWork("the cat", None) and drawn.key is None
     keys = [scored[0].key, labelled[0].key, generation(gpt).key, generation(gpt, temperature=0.0).key,
-            prepare_translate(services["seq2seq"], text="a", texts=None, beam=None, lenpen=None).key]
+            translate.prepare(services["seq2seq"], text="a", texts=None, beam=None, lenpen=None).key]
     assert len(set(keys)) == len(keys)  # no two endpoints share a batch
 
 

@@ -62,9 +62,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise UserError(INSTALL)
     from tformer.serve.app import create_app
     from tformer.serve.doors import Doors
+    from tformer.serve.endpoints import load_service
     from tformer.serve.limits import Limits
     from tformer.serve.server import bind, make_server, url_of
-    from tformer.serve.service import load_service
 
     limits = Limits(max_chars=args.max_chars, max_tokens=args.max_tokens, max_new_tokens=args.max_new_tokens,
                     max_batch=args.max_batch, batch_wait_ms=args.batch_wait_ms)

@@ -6,7 +6,7 @@
 
 A `Job` is all the batcher knows of a request: its key (jobs with equal keys may run as one call; None: it
 runs alone), its size (sentences it adds to a batch) and its work (what the runner is given). What the work
-is, and which settings its key stands for, is the caller's business (`service`: one dataclass per endpoint).
+is, and which settings its key stands for, is the caller's business (`serve.endpoints`: one dataclass per endpoint).
 
 One worker and one thread do all the model's work, one batch at a time, so the event loop keeps answering
 (/health, new requests joining the queue) while a batch decodes, and nothing runs the model concurrently

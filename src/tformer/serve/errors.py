@@ -2,12 +2,17 @@
 
 Every `tformer.errors.UserError` that a request's checks or the library raise is the client's to fix and is
 answered by one handler (`app.add_error_handlers`) as {"error": one line}: with its own status where it is an
-InputError (422 for a bad value, 404 for an endpoint the model does not serve, 408, 413), else 422.
+InputError (422 for a bad value, 404 for an endpoint the model does not serve, 408, 413), else 422. Anything
+else is a fault of the server (`refusal`: a 500, or a stream's error event, with its traceback logged).
 """
 
 from __future__ import annotations
 
+import logging
+
 from tformer.errors import UserError
+
+LOG = logging.getLogger("tformer.serve")
 
 
 class InputError(UserError):
@@ -29,4 +34,13 @@ def error_message(e: BaseException) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
-__all__ = ["InputError", "error_message", "status_of"]
+def refusal(e: BaseException) -> str:
+    """The one line a client reads: the user's error as it is; a fault of the server named as one, with its
+    traceback in the server's log."""
+    if isinstance(e, UserError):
+        return error_message(e)
+    LOG.error("internal error", exc_info=e)
+    return f"internal error ({type(e).__name__}: {error_message(e)})"
+
+
+__all__ = ["InputError", "error_message", "refusal", "status_of"]

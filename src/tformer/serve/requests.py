@@ -1,11 +1,13 @@
-"""The JSON bodies the endpoints take, as pydantic models, and a request's body read into one.
+"""The JSON body an endpoint takes: the strict pydantic base of every endpoint's body (`Body`; each is declared in
+its endpoint's module, `serve.endpoints`), one made from the decoding settings (`with_settings`), and a
+request's body read into one (`read_body`).
 
 The JSON itself is read strictly first (`check_json`): an object that repeats a key, at any depth, is refused
 rather than read with the last one winning, and so are NaN, Infinity and -Infinity, which Python's json
 module reads but JSON does not have. Every model is strict: a field of the wrong JSON type is refused, not
 converted ("4" is no beam, 4.0 no top_k, true no integer); an unknown field is refused, so a misspelt option
 cannot be silently ignored; and a number that overflows to infinity (1e400) is no number. Ranges and limits
-are checked afterwards, by `service.prepare_*` (the library's own checks where it has them). `read_body`
+are checked afterwards, by the endpoint's `prepare` (the library's own checks where it has them). `read_body`
 turns whatever pydantic refuses into one line naming the field, the value and what is allowed, raised as an
 `InputError` (HTTP 422; 413 for a body over the size limit).
 """
@@ -13,18 +15,24 @@ turns whatever pydantic refuses into one line naming the field, the value and wh
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from fastapi import Request
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from tformer.configio import shown
-from tformer.decoding.settings import DecodeConfig, SampleConfig, settings_fields
+from tformer.decoding.settings import settings_fields
 from tformer.serve.errors import InputError
+
+if TYPE_CHECKING:  # read_body's argument: the app's request
+    from fastapi import Request
 
 
 class Body(BaseModel):
+    """An endpoint's JSON body: strict, no unknown field, no infinity; `example` is a body it takes, which
+    an error about a body shows."""
+
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+    example: ClassVar[str] = "{}"
 
 
 def with_settings(name: str, base: type[Body], settings: type, *, defaults: bool) -> type[Body]:
@@ -35,48 +43,7 @@ def with_settings(name: str, base: type[Body], settings: type, *, defaults: bool
     for f, kind in settings_fields(settings):
         if f.metadata["request"]:
             fields[f.name] = (kind, f.default) if defaults else (kind | None, None)
-    return create_model(name, __base__=base, __module__=__name__, **fields)
-
-
-class _Translate(Body):
-    text: str | None = None  # one sentence, or
-    texts: list[str] | None = None  # several (at most --max-batch)
-    n_best: int | None = None  # also the best n_best hypotheses with their scores (1 to the beam)
-    prefix: str | list[str | None] | None = None  # text the translation starts with (with texts: one per text)
-
-
-class _Generate(Body):
-    prompt: str = ""  # "" starts a new document (after the model's start token)
-    max_new_tokens: int | None = None  # default: the server's --max-new-tokens
-    stream: bool = False  # server-sent events, one per piece of text
-
-
-# the decoding settings a request may give: default, the run's recipe (decode:), else DecodeConfig's
-TranslateBody = with_settings("TranslateBody", _Translate, DecodeConfig, defaults=False)
-# the sampling settings: default, SampleConfig's (temperature 1, no filters, unseeded, stop at end-of-text)
-GenerateBody = with_settings("GenerateBody", _Generate, SampleConfig, defaults=True)
-
-
-class ScoreBody(Body):
-    text: str | None = None
-    texts: list[str] | None = None
-    per_token: bool = True  # also each token's log p(x_t | x_<t)
-
-
-class ClassifyBody(Body):
-    text: str | None = None
-    texts: list[str] | None = None
-    top: int = 1  # labels returned per text, most likely first
-
-
-class AttentionBody(Body):
-    text: str
-    target: str | None = None  # encoder-decoder: the target to align (default: its greedy translation)
-
-
-EXAMPLES = {TranslateBody: '{"text": "In the beginning"}', GenerateBody: '{"prompt": "In the beginning"}',
-            ScoreBody: '{"text": "In the beginning"}', ClassifyBody: '{"text": "a fine film"}',
-            AttentionBody: '{"text": "In the beginning"}'}
+    return create_model(name, __base__=base, __module__=base.__module__, **fields)
 
 
 async def read_body(request: Request, model: type[Body], *, limit: int) -> Any:
@@ -144,7 +111,7 @@ def describe(error: dict[str, Any], model: type[Body], path: str) -> str:
     """One line for pydantic's first complaint about a body for `path`."""
     kind, loc, message = error["type"], error.get("loc", ()), error.get("msg", "")
     fields = ", ".join(model.model_fields)
-    example = EXAMPLES[model]
+    example = model.example
     if kind == "json_invalid":
         reason = message.removeprefix("Invalid JSON: ")
         return f"the body is not valid JSON ({reason}); send an object such as {example}"
@@ -169,5 +136,4 @@ def _json_kind(value: object) -> str:
     return "null" if value is None else kinds.get(type(value), type(value).__name__)
 
 
-__all__ = ["AttentionBody", "ClassifyBody", "GenerateBody", "ScoreBody", "TranslateBody", "check_json", "describe",
-           "first_error", "read_body", "with_settings"]
+__all__ = ["Body", "check_json", "describe", "first_error", "read_body", "with_settings"]
