@@ -15,8 +15,12 @@ that rests on it is refused rather than printed as a result.
 How: over a round, others = (busy seconds of the cores - the seconds this process and its children used)
 / the round's wall time: the average number of cores that other processes (and the kernel, and a
 hypervisor's steal) kept busy. A round whose others exceed the threshold (0.10: a tenth of one core, on
-average) is not quiet. A contender that runs in a child process is counted as our own once it has been
-waited for; a worker that times its own call can also check its own round, as `ct2_speed`'s workers do.
+average) is not quiet. The kernel counts CPU time in ticks (1/100 s), so a figure over a round is good to
+about (cores + 1) ticks / its wall time (`resolution`): a round is marked only when others exceed the
+threshold by more than that, and called quiet only when they stay under it by that much; a round too short
+to tell (on two cores, one under 0.3 s that others left alone) is unknown. A contender that runs in a child
+process is counted as our own once it has been waited for; a worker that times its own call can also check
+its own round, as `ct2_speed`'s workers do.
 The load average is reported beside it (before and after), not judged: it is a minute-long average that
 holds the benchmark's own earlier rounds. Where /proc is missing (not Linux) the verdict is unknown.
 """
@@ -46,6 +50,7 @@ class Reading:
     own_s: float  # CPU seconds of this process and of its children that have been waited for
     load1: float | None  # the 1-minute load average; None: unknown
     cores: int | None  # the cores `busy_s` counts
+    tick_s: float = 0.01  # the kernel's unit of CPU time
 
 
 @dataclass(frozen=True)
@@ -58,18 +63,25 @@ class Check:
     load_before: float | None
     load_after: float | None
     threshold: float = THRESHOLD
+    resolution: float = 0.0  # cores: how far `others` may be off, from the ticks the kernel counts in
 
     @property
     def quiet(self) -> bool | None:
-        """True: quiet; False: another process competed; None: the machine cannot tell."""
-        return None if self.others is None else self.others <= self.threshold
+        """True: quiet; False: another process competed; None: the machine cannot tell (no /proc, or a round
+        too short for the kernel's ticks)."""
+        if self.others is None:
+            return None
+        if self.others - self.resolution > self.threshold:
+            return False
+        return True if self.others + self.resolution <= self.threshold else None
 
     def as_dict(self) -> dict[str, Any]:
         return dict(asdict(self), quiet=self.quiet)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Check:
-        return cls(**{k: d[k] for k in ("wall_s", "others", "cores", "load_before", "load_after", "threshold")})
+        return cls(**{k: d[k] for k in ("wall_s", "others", "cores", "load_before", "load_after", "threshold",
+                                        "resolution")})
 
     def share(self) -> str:
         """Others' use in words: "48% of a core (24% of the 2 cores)"."""
@@ -125,18 +137,20 @@ def reading(proc: Path = PROC) -> Reading:
     hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     busy = None if stat is None else busy_seconds(stat, cpus, hz=hz)
     return Reading(wall_s=time.monotonic(), busy_s=None if busy is None else busy[0], own_s=own_seconds(),
-                   load1=None if loadavg is None else load_1min(loadavg), cores=None if busy is None else busy[1])
+                   load1=None if loadavg is None else load_1min(loadavg), cores=None if busy is None else busy[1],
+                   tick_s=1 / hz)
 
 
 def check(before: Reading, after: Reading, *, threshold: float = THRESHOLD) -> Check:
     """The round between two readings: the cores others kept busy on average (never below 0: the kernel's
-    tick counts and a process's own accounting differ by a tick or so)."""
+    tick counts and a process's own accounting differ by a tick or so), good to `resolution` cores."""
     wall = after.wall_s - before.wall_s
-    others = None
+    others, resolution = None, 0.0
     if before.busy_s is not None and after.busy_s is not None and wall > 0:
         others = max(0.0, (after.busy_s - before.busy_s) - (after.own_s - before.own_s)) / wall
+        resolution = ((after.cores or 1) + 1) * after.tick_s / wall
     return Check(wall_s=wall, others=others, cores=after.cores, load_before=before.load1, load_after=after.load1,
-                 threshold=threshold)
+                 threshold=threshold, resolution=resolution)
 
 
 def watch(fn: Callable[[], Any], *, threshold: float = THRESHOLD) -> tuple[Any, Check]:

@@ -49,6 +49,17 @@ def test_check_is_others_cores_over_the_wall_time() -> None:
     assert ticks.others == 0.0  # our own accounting ahead of the kernel's ticks: never below zero
     assert quiet.check(before, after, threshold=0.6).quiet is True
     assert Check.from_dict(c.as_dict()) == c and c.as_dict()["quiet"] is False
+    assert c.resolution == pytest.approx(3 * 0.01 / 2)  # (cores + 1) ticks over the wall time
+
+
+def test_a_round_too_short_for_the_ticks_is_unknown_unless_clearly_loud() -> None:
+    before = Reading(wall_s=0.0, busy_s=100.0, own_s=5.0, load1=None, cores=2)
+    short = quiet.check(before, Reading(wall_s=0.02, busy_s=100.02, own_s=5.01, load1=None, cores=2))
+    assert short.others == pytest.approx(0.5) and short.resolution == pytest.approx(1.5) and short.quiet is None
+    calm = quiet.check(before, Reading(wall_s=0.02, busy_s=100.01, own_s=5.01, load1=None, cores=2))
+    assert calm.others == pytest.approx(0.0, abs=1e-9) and calm.quiet is None  # too short to say so
+    loud = quiet.check(before, Reading(wall_s=0.2, busy_s=100.35, own_s=5.0, load1=None, cores=2))
+    assert loud.quiet is False  # 1.75 cores, good to 0.15
 
 
 def test_reading_from_a_fake_proc_and_unknown_without_one(tmp_path: Path) -> None:
