@@ -183,6 +183,8 @@ def readme(info: dict) -> str:
         lines += [f"| fp32 matmul | {lim['matmul_gflops']:.1f} GFLOP/s |",
                   f"| copy bandwidth (read + write) | {lim['bandwidth_gb_s']:.1f} GB/s |",
                   f"| mat-vec bandwidth | {lim['matvec_gb_s']:.1f} GB/s |"]
+        if "read_gb_s" in lim:
+            lines.append(f"| streaming read (best kernel, best call) | {lim['read_gb_s']:.1f} GB/s |")
     lines += ["", "## Targets", "", targets_markdown(info["targets"]), "",
               "Training thresholds by the Hugging Face model's attention code: 1.5x over its eager attention "
               "(\"HF default\"), 1.1x over its SDPA; MFU against the fp32 matmul rate train_speed measures "

@@ -5,6 +5,7 @@ forecasts of the next point of a sweep, `--quick` presets, and results written a
     timed(fn, device)                   (seconds, return value) of one call, the queue drained before and after
     seconds(fn, device)                 the seconds alone
     median_seconds(fn, device, reps)    one warm-up call, then the median of `reps` timed calls
+    best_seconds(fn, device, reps)      one warm-up call, then the fastest of `reps` (a bound's measurement)
     warm_median(fn, device, reps=, budget=)
                                         a sweep point's time: {time_s, times_s, warmup_s}; one timed call only
                                         when the warm-up alone took longer than `budget`
@@ -102,6 +103,12 @@ def median_seconds(fn: Callable[[], Any], device: torch.device, reps: int) -> fl
     """One warm-up call, then the median time of `reps` calls."""
     fn()
     return statistics.median(seconds(fn, device) for _ in range(reps))
+
+
+def best_seconds(fn: Callable[[], Any], device: torch.device, reps: int) -> float:
+    """One warm-up call, then the fastest of `reps` calls."""
+    fn()
+    return min(seconds(fn, device) for _ in range(reps))
 
 
 def warm_median(fn: Callable[[], Any], device: torch.device, *, reps: int, budget: float) -> dict:
