@@ -142,12 +142,13 @@ def reading(proc: Path = PROC) -> Reading:
 
 
 def check(before: Reading, after: Reading, *, threshold: float = THRESHOLD) -> Check:
-    """The round between two readings: the cores others kept busy on average (never below 0: the kernel's
-    tick counts and a process's own accounting differ by a tick or so), good to `resolution` cores."""
+    """The round between two readings: the cores others kept busy on average, good to `resolution` cores
+    (the kernel's ticks can put it below 0 or above the cores there are; it is kept between the two)."""
     wall = after.wall_s - before.wall_s
     others, resolution = None, 0.0
     if before.busy_s is not None and after.busy_s is not None and wall > 0:
         others = max(0.0, (after.busy_s - before.busy_s) - (after.own_s - before.own_s)) / wall
+        others = min(others, after.cores or others)
         resolution = ((after.cores or 1) + 1) * after.tick_s / wall
     return Check(wall_s=wall, others=others, cores=after.cores, load_before=before.load1, load_after=after.load1,
                  threshold=threshold, resolution=resolution)

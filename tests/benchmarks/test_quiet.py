@@ -60,6 +60,8 @@ def test_a_round_too_short_for_the_ticks_is_unknown_unless_clearly_loud() -> Non
     assert calm.others == pytest.approx(0.0, abs=1e-9) and calm.quiet is None  # too short to say so
     loud = quiet.check(before, Reading(wall_s=0.2, busy_s=100.35, own_s=5.0, load1=None, cores=2))
     assert loud.quiet is False  # 1.75 cores, good to 0.15
+    ticks = quiet.check(before, Reading(wall_s=0.01, busy_s=100.04, own_s=5.0, load1=None, cores=2))
+    assert ticks.others == 2.0 and ticks.quiet is None  # 4 cores' worth of ticks in 0.01 s: kept to the 2 there are
 
 
 def test_reading_from_a_fake_proc_and_unknown_without_one(tmp_path: Path) -> None:
