@@ -51,6 +51,7 @@ def test_quick_run_same_losses_and_positive_speeds(tmp_path: Path, one_thread: N
             assert math.isfinite(row["tokens_per_s"]) and row["tokens_per_s"] > 0
             assert 0 < row["mfu"] < math.inf and math.isfinite(row["loss0"])
             assert row["parameters"] > 0
+            assert row["quiet"] in ("quiet", "not quiet", "unknown") and len(row["rounds"]) == report["args"]["reps"]
 
 
 def test_precision_and_ours_only(one_thread: None) -> None:
