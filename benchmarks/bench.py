@@ -3,7 +3,7 @@
     python -m benchmarks.bench [--device cuda] [--out-dir docs/bench] [--skip PART ...] [--quick]
 
 Parts, run one after the other in this process (each a module of this package with a `main(argv)`):
-    machine           fp32 matmul GFLOP/s, copy and mat-vec bandwidth (benchmarks/machine.py)
+    machine           fp32 matmul GFLOP/s, copy, mat-vec and streaming-read bandwidth (benchmarks/machine.py)
     train_speed       training tokens/s and MFU against transformers and torch.nn.Transformer
     generate          batch-1 and batch-8 GPT generation against transformers' generate
     translate_speed   greedy and beam-4 translation against MarianMTModel.generate
@@ -210,7 +210,7 @@ def readme(info: dict) -> str:
               "Training thresholds by the Hugging Face model's attention code: 1.5x over its eager attention "
               "(\"HF default\"), 1.1x over its SDPA; MFU against the fp32 matmul rate train_speed measures "
               "just before its contenders (in its section). Generation: batch 1, "
-              "against transformers' generate and against weight bytes / mat-vec bandwidth. Translation: beam "
+              "against transformers' generate and against weight bytes / streaming-read bandwidth. Translation: beam "
               "search against MarianMTModel.generate, the same weights and settings. CTranslate2: speed (its "
               "seconds over ours) on the same weights, int8 against int8 (issue 20). torch.compile: one "
               "generation row (`tformer compiled`, its compiling first call apart)."]
