@@ -45,8 +45,10 @@ where the default is the terminal and the run kept under docs/bench/ was written
                        -> kept: docs/bench/int8.json
     lm_sweep           short GPT runs differing in one thing (shared by quality and extrapolation)
                        -> nothing of its own
-    machine            the machine's limits: matmul GFLOP/s, copy and mat-vec bandwidth
+    machine            the machine's limits: matmul GFLOP/s, copy, mat-vec and streaming-read bandwidth
                        -> a part of bench: docs/bench/results.json
+    quiet              whether the machine was quiet while a contender was timed: other processes' CPU time
+                       around each round (/proc/stat), the mark and the refusal of a ratio -> nothing of its own
     quality            every attention kind at equal budget: loss, speed, cache bytes -> docs/bench/quality/
     road               the notes' road to the Transformer: trained translators (RNN, attention RNN, Transformer)
                        side by side: steps, tokens/s, test BLEU and chrF, BLEU by source length

@@ -5,11 +5,14 @@ forecasts of the next point of a sweep, `--quick` presets, and results written a
     timed(fn, device)                   (seconds, return value) of one call, the queue drained before and after
     seconds(fn, device)                 the seconds alone
     median_seconds(fn, device, reps)    one warm-up call, then the median of `reps` timed calls
+    best_seconds(fn, device, reps)      one warm-up call, then the fastest of `reps` (a bound's measurement)
     warm_median(fn, device, reps=, budget=)
                                         a sweep point's time: {time_s, times_s, warmup_s}; one timed call only
                                         when the warm-up alone took longer than `budget`
     alternate(calls, device, reps)      seconds of every contender, run in turn and in reversed order on odd
                                         repetitions, so that a machine getting busier penalises none of them
+    alternate_checked(calls, device, reps, threshold=)
+                                        the same, and each round's `quiet.Check` (did another process compete)
     loglog_slope(xs, ys)                the exponent p of y = c x^p, least squares on log-log
     recent_slope(points, key, axis)     the log-log slope of `key` over the last two points of a sweep
     forecast(points, value, axis, limits)
@@ -39,6 +42,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from benchmarks import quiet
 from tformer.data.device import resolve_device
 from tformer.errors import UserError
 from tformer.viz.complexity import fit_slope
@@ -104,6 +108,12 @@ def median_seconds(fn: Callable[[], Any], device: torch.device, reps: int) -> fl
     return statistics.median(seconds(fn, device) for _ in range(reps))
 
 
+def best_seconds(fn: Callable[[], Any], device: torch.device, reps: int) -> float:
+    """One warm-up call, then the fastest of `reps` calls."""
+    fn()
+    return min(seconds(fn, device) for _ in range(reps))
+
+
 def warm_median(fn: Callable[[], Any], device: torch.device, *, reps: int, budget: float) -> dict:
     """One warm-up call, then `reps` timed calls (one if the warm-up took over `budget` seconds): the median
     and every time, for a sweep point."""
@@ -114,11 +124,24 @@ def warm_median(fn: Callable[[], Any], device: torch.device, *, reps: int, budge
 
 def alternate(calls: dict[str, Callable[[], Any]], device: torch.device, reps: int) -> dict[str, list[float]]:
     """Seconds of each contender over `reps` rounds; even rounds run them in order, odd rounds reversed."""
+    return alternate_checked(calls, device, reps)[0]
+
+
+Rounds = dict[str, list[quiet.Check]]  # contender -> the Check of each of its timed rounds
+
+
+def alternate_checked(calls: dict[str, Callable[[], Any]], device: torch.device, reps: int, *,
+                      threshold: float = quiet.THRESHOLD) -> tuple[dict[str, list[float]], Rounds]:
+    """`alternate`'s seconds, and for each contender the `quiet.Check` of each of its rounds: how much CPU
+    other processes used while it was timed."""
     times: dict[str, list[float]] = {name: [] for name in calls}
+    checks: Rounds = {name: [] for name in calls}
     for rep in range(reps):
         for name in list(calls) if rep % 2 == 0 else reversed(calls):
-            times[name].append(seconds(calls[name], device))
-    return times
+            t, check = quiet.watch(lambda fn=calls[name]: seconds(fn, device), threshold=threshold)
+            times[name].append(t)
+            checks[name].append(check)
+    return times, checks
 
 
 def loglog_slope(xs: Iterable[float], ys: Iterable[float]) -> float:

@@ -5,8 +5,9 @@
 
 The models (`benchmarks.bench_models`): the demo translator (--translator, default runs/demo/best, the
 checkpoint `make demo` leaves) and a GPT of GPT-2's shape trained on the Bible (--gpt, default
-runs/bench/gpt/best); one that is missing is trained first, for --train-minutes. Each is converted with our
-own `tformer convert --to-ct2` (`interop.ct2.to_ct2`), fp32 and int8.
+runs/bench/gpt/best); one that is missing is trained first, for --train-minutes. Only the models that the
+--tasks run are found, trained or converted (`--tasks beam greedy` never touches the GPT). Each is converted
+with our own `tformer convert --to-ct2` (`interop.ct2.to_ct2`), fp32 and int8.
 
 Rows, each engine called as its documentation shows:
     translation, greedy / beam 4   the first --sentences of Acts (the translator's test split), text in and
@@ -28,8 +29,15 @@ both --threads, 0: torch's count), which loads its model, makes one warm-up call
 processes of a row alternate over --reps rounds (reversed every other round) and each one's fastest call is
 reported. The ratios are CTranslate2's seconds over ours (> 1: tformer faster), fp32 against fp32, int8
 against int8. "same" is the share of outputs (texts, or token lists) that tformer fp32 and CTranslate2 fp32
-agree on. The batch-1 row is also set against the mat-vec bound measured in the same run (weight bytes
-read per token at the machine's mat-vec bandwidth, `machine.matvec_gb_s`).
+agree on. The batch-1 row is also set against the bandwidth bound measured in the same run: the GPT's weight
+bytes read once per token at the speed of the fastest streaming read of a buffer of that size at the run's
+thread count (`machine.decode_bound`). A contender faster than the bound shows it mismeasured: then no
+share of it is printed.
+
+The quiet check (`benchmarks.quiet`): each worker reads /proc/stat around its timed call and reports how
+much CPU other processes used meanwhile. The "quiet" column lists the rounds that were not quiet (which
+contender, which round, others' share of a core); a ratio that rests on such a round is printed as
+"not a result", and the line under the table names the round.
 
 The random-weight rows of the earlier harness (forced lengths, every step the same work on both sides) are
 `benchmarks.ct2_random`.
@@ -47,7 +55,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import bench_models, machine
+from benchmarks import bench_models, machine, quiet
 from benchmarks.common import apply_quick, seconds, write_json
 from tformer import inference
 from tformer.checkpoints import load_config
@@ -75,6 +83,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--tasks", nargs="+", default=None, choices=sorted(TASKS), help="only these rows")
     p.add_argument("--device", default="cpu", choices=["cpu"], help="both engines on the CPU")
+    quiet.add_threshold_arg(p)
     p.add_argument("--quick-models", action="store_true", help=argparse.SUPPRESS)  # --quick's tiny models
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--worker", nargs=4, metavar=("TASK", "CONTENDER", "CHECKPOINT", "CT2"), help=argparse.SUPPRESS)
@@ -169,7 +178,8 @@ def theirs(task: str, contender: str, checkpoint: Path, converted: Path, args: a
 
 
 def worker(args: argparse.Namespace) -> None:
-    """In a process of its own: one warm-up call, then one timed; prints its seconds and outputs (JSON)."""
+    """In a process of its own: one warm-up call, then one timed, watched for other processes; prints its
+    seconds, its round's quiet check and its outputs (JSON)."""
     task, contender, checkpoint, converted = args.worker
     threads = torch.get_num_threads()
     if contender.startswith("ct2"):
@@ -177,7 +187,8 @@ def worker(args: argparse.Namespace) -> None:
     else:
         fn = ours(task, contender, Path(checkpoint), args)
     outputs = fn()
-    print(json.dumps({"seconds": seconds(fn, CPU), "outputs": outputs}))
+    took, check = quiet.watch(lambda: seconds(fn, CPU), threshold=args.quiet_threshold)
+    print(json.dumps({"seconds": took, "check": check.as_dict(), "outputs": outputs}))
 
 
 # --- the parent ------------------------------------------------------------------------------------------
@@ -193,24 +204,35 @@ def in_process(task: str, contender: str, checkpoint: Path, converted: Path, arg
 
 
 def timed_row(task: str, checkpoint: Path, converted: Path, argv: list[str], args: argparse.Namespace) -> dict:
-    """Each contender's fastest call over the rounds, its rate, CTranslate2's time over ours, and the share
-    of outputs tformer fp32 and CTranslate2 fp32 agree on."""
+    """Each contender's fastest call over the rounds, its rate, CTranslate2's time over ours (refused when a
+    round of either was not quiet), the share of outputs tformer fp32 and CTranslate2 fp32 agree on, and
+    every round's quiet check."""
     best: dict[str, float] = {}
     outputs = {}
+    rounds: dict[str, list[quiet.Check]] = {c: [] for c in CONTENDERS}
     for rep in range(args.reps):
         for contender in CONTENDERS if rep % 2 == 0 else reversed(CONTENDERS):
             result = in_process(task, contender, checkpoint, converted, argv)
             best[contender] = min(best.get(contender, float("inf")), result["seconds"])
             outputs[contender] = result["outputs"]
+            rounds[contender].append(quiet.Check.from_dict(result["check"]))
     spec = TASKS[task]
     work = args.sentences if spec["kind"] == "translator" else spec["batch"] * args.gen_new_tokens
     a, b = outputs["tformer fp32"], outputs["ct2 fp32"]
     row = dict(task=spec["name"], seconds=best, rate={k: work / t for k, t in best.items()},
                fp32_ratio=best["ct2 fp32"] / best["tformer fp32"], int8_ratio=best["ct2 int8"] / best["tformer int8"],
-               same=sum(x == y for x, y in zip(a, b, strict=True)) / len(a))
+               same=sum(x == y for x, y in zip(a, b, strict=True)) / len(a),
+               quiet=quiet.verdict([c for checks in rounds.values() for c in checks]),
+               rounds={k: [c.as_dict() for c in checks] for k, checks in rounds.items()},
+               refused={q: quiet.refusal({k: rounds[k] for k in (f"tformer {q}", f"ct2 {q}")})
+                        for q in ("fp32", "int8")})
     r = row["rate"]
-    print(f"| {spec['name']} | {r['tformer fp32']:.1f} | {r['ct2 fp32']:.1f} | {row['fp32_ratio']:.2f}x | "
-          f"{r['tformer int8']:.1f} | {r['ct2 int8']:.1f} | {row['int8_ratio']:.2f}x | {100 * row['same']:.0f}% |",
+    ratio = {q: (f"({row[f'{q}_ratio']:.2f}x) not a result" if row["refused"][q] else f"{row[f'{q}_ratio']:.2f}x")
+             for q in ("fp32", "int8")}
+    loud = [f"{k} {quiet.marks(checks)}" for k, checks in rounds.items() if quiet.verdict(checks) == "not quiet"]
+    marks = "; ".join(loud) or ("yes" if row["quiet"] == "quiet" else "unknown")
+    print(f"| {spec['name']} | {r['tformer fp32']:.1f} | {r['ct2 fp32']:.1f} | {ratio['fp32']} | "
+          f"{r['tformer int8']:.1f} | {r['ct2 int8']:.1f} | {ratio['int8']} | {100 * row['same']:.0f}% | {marks} |",
           flush=True)
     return row
 
@@ -221,6 +243,11 @@ def weight_bytes(checkpoint: Path) -> int:
     return sum(p.numel() * p.element_size() for p in model.parameters())
 
 
+def wanted(args: argparse.Namespace) -> set[str]:
+    """The kinds of model ("translator", "gpt") that the --tasks run."""
+    return {spec["kind"] for task, spec in TASKS.items() if args.tasks is None or task in args.tasks}
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     if args.threads:
@@ -229,42 +256,60 @@ def main(argv: list[str] | None = None) -> dict:
     if args.worker:
         worker(args)
         return {}
-    quick = args.quick_models
-    translator = bench_models.translator(args.translator, minutes=args.train_minutes, root=args.models_dir,
-                                         quick=quick)
-    gpt = bench_models.gpt(args.gpt, minutes=args.train_minutes, root=args.models_dir, quick=quick)
-    stopping = inference.run_decode(translator).stopping
+    quick, kinds = args.quick_models, wanted(args)
+    models = {}
+    if "translator" in kinds:
+        models["translator"] = bench_models.translator(args.translator, minutes=args.train_minutes,
+                                                       root=args.models_dir, quick=quick)
+    if "gpt" in kinds:
+        models["gpt"] = bench_models.gpt(args.gpt, minutes=args.train_minutes, root=args.models_dir, quick=quick)
+    stopping = inference.run_decode(models["translator"]).stopping if "translator" in models else None
     tasks = ["greedy", "beam"] + (["beam-equal"] if stopping != "finished" else []) + ["gen1", "gen8"]
-    tasks = [t for t in tasks if args.tasks is None or t in args.tasks]
+    tasks = [t for t in tasks if TASKS[t]["kind"] in models and (args.tasks is None or t in args.tasks)]
     argv = [f"--sentences={args.sentences}", f"--batch={args.batch}", f"--gen-new-tokens={args.gen_new_tokens}",
-            f"--threads={threads}"]
-    print("| task | tformer fp32 | CTranslate2 fp32 | ratio | tformer int8 | CTranslate2 int8 | ratio | same |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+            f"--threads={threads}", f"--quiet-threshold={args.quiet_threshold}"]
+    print("| task | tformer fp32 | CTranslate2 fp32 | ratio | tformer int8 | CTranslate2 int8 | ratio | same | quiet |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     with tempfile.TemporaryDirectory() as tmp:
-        for kind, path in (("translator", translator), ("gpt", gpt)):
+        for kind, path in models.items():
             for q in ("fp32", "int8"):
                 checkpoint_to_ct2(path, Path(tmp) / f"{kind}-{q}", quantization=None if q == "fp32" else "int8")
-        rows = [timed_row(task, translator if TASKS[task]["kind"] == "translator" else gpt, Path(tmp), argv, args)
-                for task in tasks]
-    bandwidth = machine.matvec_gb_s(CPU) * 1e9
-    size = weight_bytes(gpt)
-    bound = dict(weight_bytes=size, bandwidth_gb_s=bandwidth / 1e9, tokens_per_s=bandwidth / size)
-    gen1 = next((r for r in rows if r["task"].startswith("generation, batch 1")), None)
-    for engine in ("tformer", "ct2") if gen1 else ():
-        bound[f"{engine}_share"] = gen1["rate"][f"{engine} fp32"] / bound["tokens_per_s"]
-    print(f"\n{machine.cpu_model()}, torch {torch.__version__}, CTranslate2 {ctranslate2().__version__}. "
+        rows = [timed_row(task, models[TASKS[task]["kind"]], Path(tmp), argv, args) for task in tasks]
+    bound = bound_of(models["gpt"], rows, threads) if "gpt" in models else None
+    refused = [f"{r['task']}, {q}: {r['refused'][q]}" for r in rows for q in ("fp32", "int8") if r["refused"][q]]
+    print("".join(f"\n{line}" for line in refused))
+    print(f"{machine.cpu_model()}, torch {torch.__version__}, CTranslate2 {ctranslate2().__version__}. "
           f"ratio: CTranslate2's seconds over tformer's (> 1: tformer faster), the fastest of {args.reps} "
-          f"round(s); {threads} threads each, each contender in a process of its own; stopping: tformer "
-          f"{stopping!r}, CTranslate2 patience 1 (once beam hypotheses finished). Batch-1 mat-vec bound: "
-          f"{bound['weight_bytes'] / 2**20:.1f} MiB of weights at {bound['bandwidth_gb_s']:.1f} GB/s -> "
-          f"{bound['tokens_per_s']:.0f} tokens/s" + (f"; tformer {100 * bound['tformer_share']:.0f}%, CTranslate2 "
-                                                      f"{100 * bound['ct2_share']:.0f}%." if gen1 else "."))
+          f"round(s); {threads} threads each, each contender in a process of its own"
+          + (f"; stopping: tformer {stopping!r}, CTranslate2 patience 1 (once beam hypotheses finished)"
+             if stopping else "") + "." + (f" {bound_text(bound)}" if bound else ""))
     result = dict(args={k: v for k, v in vars(args).items() if k not in ("out", "worker")}, threads=threads,
                   cpu=machine.cpu_model(), ctranslate2=ctranslate2().__version__, torch=torch.__version__,
-                  translator=str(translator), gpt=str(gpt), stopping=stopping, bound=bound, results=rows)
+                  translator=str(models.get("translator")) if "translator" in models else None,
+                  gpt=str(models["gpt"]) if "gpt" in models else None, stopping=stopping, bound=bound, results=rows)
     if args.out:
         write_json(args.out, result)
     return result
+
+
+def bound_of(gpt: Path, rows: list[dict], threads: int) -> dict:
+    """The batch-1 bound (`machine.decode_bound`: the GPT's weights at the best streaming read, `threads`
+    threads), with the fp32 engines' batch-1 rates as shares of it, if that row ran."""
+    bound = machine.decode_bound(CPU, weight_bytes(gpt), threads=threads)
+    gen1 = next((r for r in rows if r["task"].startswith("generation, batch 1")), None)
+    rates = {engine: gen1["rate"][f"{engine} fp32"] for engine in ("tformer", "ct2")} if gen1 else {}
+    return machine.against_bound(bound, rates)
+
+
+def bound_text(bound: dict) -> str:
+    text = (f"Batch-1 bandwidth bound: {bound['weight_bytes'] / 2**20:.1f} MiB of weights at "
+            f"{bound['bandwidth_gb_s']:.1f} GB/s (best streaming read, {bound['threads']} threads) -> "
+            f"{bound['tokens_per_s']:.0f} tokens/s")
+    if bound["mismeasured"]:
+        return f"{text}; {bound['mismeasured']}: no share of it is a result."
+    if bound.get("tformer_share") is None:
+        return text + "."
+    return f"{text}; tformer {100 * bound['tformer_share']:.0f}%, CTranslate2 {100 * bound['ct2_share']:.0f}%."
 
 
 if __name__ == "__main__":

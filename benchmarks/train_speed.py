@@ -35,6 +35,10 @@ when either option is set): what the options gain, timed alternately in one proc
 MFU is against the fp32 (TF32) peak; with `--precision bf16` or `fp16` the same product is also timed in that
 dtype and `mfu_half` is against it (the figure the GPU targets speak of).
 
+Every timed repetition is checked for other processes on the cores (`benchmarks.quiet`): the "quiet" column
+lists the rounds that were not quiet (others' share of a core), and a "x tformer" ratio resting on such a
+round is printed as not a result.
+
 Prints Markdown; `--out` writes the same as JSON. Not a test; not run in CI.
 
 B batch, T target (or BERT input) length, S source length, V vocabulary.
@@ -56,8 +60,8 @@ import transformers
 from torch import Tensor, nn
 
 import tformer
-from benchmarks import machine
-from benchmarks.common import alternate, apply_quick, at_least, device_arg, run_main, timed, write_json
+from benchmarks import machine, quiet
+from benchmarks.common import alternate_checked, apply_quick, at_least, device_arg, run_main, timed, write_json
 from benchmarks.torch_transformer import TorchBaseline
 from tformer.config import to_dict
 from tformer.models.calc import train_flops_per_token
@@ -92,6 +96,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="a clone of karpathy/nanoGPT: its model.py joins the gpt contenders")
     p.add_argument("--quick", action="store_true", help="tiny sizes, for smoke tests")
     p.add_argument("--seed", type=int, default=0)
+    quiet.add_threshold_arg(p)
     p.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     args = p.parse_args(argv)
     if args.nanogpt is not None and not (args.nanogpt / "model.py").is_file():
@@ -299,7 +304,8 @@ def measure(args: argparse.Namespace, family: str, peak_flops: float, half_peak_
         for _ in range(args.warmup - 1):
             steps[name]()
     reps = {name: lambda s=step: [s() for _ in range(args.steps_per_rep)] for name, step in steps.items()}
-    times = {name: [t / args.steps_per_rep for t in ts] for name, ts in alternate(reps, device, args.reps).items()}
+    times, checks = alternate_checked(reps, device, args.reps, threshold=args.quiet_threshold)
+    times = {name: [t / args.steps_per_rep for t in ts] for name, ts in times.items()}
     flops = train_flops_per_token(config, seq)
     tokens = batch * seq
     rows = []
@@ -310,9 +316,11 @@ def measure(args: argparse.Namespace, family: str, peak_flops: float, half_peak_
                          tokens_per_s=tokens / median, ms_per_step=1000 * median,
                          mfu=tokens / median * flops / peak_flops, loss0=losses[name], step_s=times[name],
                          first_step_s=first[name],
-                         mfu_half=None if half_peak_flops is None else tokens / median * flops / half_peak_flops))
+                         mfu_half=None if half_peak_flops is None else tokens / median * flops / half_peak_flops,
+                         quiet=quiet.verdict(checks[name]), rounds=[c.as_dict() for c in checks[name]]))
     for r in rows:
         r["vs_tformer"] = r["tokens_per_s"] / rows[0]["tokens_per_s"]
+        r["refused"] = quiet.refusal({x["contender"]: checks[x["contender"]] for x in (rows[0], r)})
     return dict(family=family, batch=batch, seq=seq, precision=args.precision, compile=args.compile,
                 tokens_per_step=tokens, train_flops_per_token=flops,
                 max_loss0_diff=max(abs(r["loss0"] - rows[0]["loss0"]) for r in rows), config=to_dict(config),
@@ -327,12 +335,14 @@ def markdown(result: dict) -> str:
              + (", compiled" if result["compile"] else ""),
              f"step-0 loss {r0['loss0']:.5f}; max |difference| between contenders {result['max_loss0_diff']:.1e}",
              "", "| contender | trained params | attention | optimizer | tokens/s | ms per step | first step s | MFU "
-             "| x tformer |", "|---|---:|---|---|---:|---:|---:|---:|---:|"]
+             "| x tformer | quiet |", "|---|---:|---|---|---:|---:|---:|---:|---:|---|"]
     lines += [f"| {r['contender']} | {r['parameters']:,} | {r['attention']} | {r['optimizer']} | "
               f"{r['tokens_per_s']:.0f} | {r['ms_per_step']:.0f} | {r['first_step_s']:.2f} | {100 * r['mfu']:.1f}%"
               + ("" if r["mfu_half"] is None else f" ({100 * r['mfu_half']:.1f}% of {result['precision']})")
-              + f" | {r['vs_tformer']:.2f} |"
+              + (f" | ({r['vs_tformer']:.2f}) not a result" if r.get("refused") else f" | {r['vs_tformer']:.2f}")
+              + f" | {quiet.marks(quiet.rounds_of(r))} |"
               for r in result["rows"]]
+    lines += [f"\n{r['contender']}: {r['refused']}" for r in result["rows"] if r.get("refused")]
     return "\n".join(lines)
 
 

@@ -23,7 +23,10 @@ The batch: --batch sentences of real lengths spread over [src_len/2, src_len], r
 warm-up of each, the contenders of one search alternate within every repetition (order flipped each time)
 in this process; the median is reported. sentences/s = batch / median seconds (encoder included). The
 "same best output" column is the share of sentences whose tokens (greedy) or best hypothesis (beam) are the
-same on both sides: greedy should be 100%; float ties can split a beam. Prints a Markdown table; `--out` writes JSON.
+same on both sides: greedy should be 100%; float ties can split a beam. Every timed call is checked for
+other processes on the cores (`benchmarks.quiet`): the "quiet" column lists the rounds that were not quiet
+(others' share of a core), and a speed-up resting on such a round is printed as not a result. Prints a
+Markdown table; `--out` writes JSON.
 
 B batch, S source length, N new tokens, V vocabulary.
 """
@@ -43,7 +46,8 @@ import transformers
 from torch import Tensor, nn
 
 import tformer
-from benchmarks.common import alternate, apply_quick, device_arg, timed, write_json
+from benchmarks import quiet
+from benchmarks.common import alternate_checked, apply_quick, device_arg, timed, write_json
 from tformer.config import InitConfig, NormConfig, PositionConfig
 from tformer.data.device import DTYPES
 from tformer.decoding import beam_search, greedy
@@ -72,6 +76,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--init-std", type=float, default=0.3,
                    help="normal(0, std) weights: large enough that the outputs depend on the source")
     p.add_argument("--seed", type=int, default=0)
+    quiet.add_threshold_arg(p)
     p.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     p.add_argument("--quick", action="store_true", help="a smoke run: a tiny model, a tiny batch, one repetition")
     args = p.parse_args(argv)
@@ -146,27 +151,35 @@ def measure(args: argparse.Namespace, ours: nn.Module, hf: nn.Module, device: to
         a, b = outputs.values()
         same = sum(x == y for x, y in zip(a, b, strict=True)) / len(a)
         lengths = sorted({len(t) for out in outputs.values() for t in out})
-        times = alternate({name: calls[name] for name in pair}, device, args.reps)
+        times, checks = alternate_checked({name: calls[name] for name in pair}, device, args.reps,
+                                          threshold=args.quiet_threshold)
         for name, seconds in times.items():
             median = statistics.median(seconds)
             rows.append(dict(search=search, contender=name.split("/")[1], batch=args.batch,
                              sentences_per_s=args.batch / median, ms_per_step=1000 * median / args.new_tokens,
                              median_s=median, times_s=seconds, same_best=same, output_lengths=lengths,
+                             quiet=quiet.verdict(checks[name]), rounds=[c.as_dict() for c in checks[name]],
                              tokens=outputs[name]))
     for search in dict.fromkeys(r["search"] for r in rows):
         mine, theirs = (next(r for r in rows if r["search"] == search and r["contender"] == c)
                         for c in ("tformer", "transformers"))
         mine["speedup"] = mine["sentences_per_s"] / theirs["sentences_per_s"]
+        mine["refused"] = quiet.refusal({r["contender"]: quiet.rounds_of(r) for r in (mine, theirs)})
     return rows
 
 
 def markdown(rows: list[dict], args: argparse.Namespace, attn: str) -> str:
-    lines = ["| search | contender | sentences/s | ms per step | speed-up | same best output |",
-             "|---|---|---:|---:|---:|---:|"]
+    lines = ["| search | contender | sentences/s | ms per step | speed-up | same best output | quiet |",
+             "|---|---|---:|---:|---:|---:|---|"]
+    notes = []
     for r in rows:
         speedup = f"{r['speedup']:.2f}x" if "speedup" in r else ""
+        if r.get("refused"):
+            speedup = f"({speedup}) not a result"
+            notes.append(f"{r['search']}: {r['refused']}")
         lines.append(f"| {r['search']} | {r['contender']} | {r['sentences_per_s']:.1f} | {r['ms_per_step']:.1f} | "
-                     f"{speedup} | {100 * r['same_best']:.0f}% |")
+                     f"{speedup} | {100 * r['same_best']:.0f}% | {quiet.marks(quiet.rounds_of(r))} |")
+    lines += [f"\n{n}" for n in notes]
     lines.append(f"\n{args.layers}+{args.layers} layers, d={args.d_model}, {args.heads} heads, vocab {args.vocab}, "
                  f"{args.dtype} on {args.device} ({torch.get_num_threads()} threads); batch {args.batch} of source "
                  f"lengths {max(1, args.src_len // 2)}..{args.src_len}, {args.new_tokens} new tokens each; median of "

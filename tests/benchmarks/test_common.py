@@ -12,6 +12,7 @@ import torch
 from benchmarks.common import (
     Limit,
     alternate,
+    alternate_checked,
     apply_quick,
     device_arg,
     forecast,
@@ -45,6 +46,12 @@ def test_alternate_reverses_the_order_on_odd_rounds() -> None:
     times = alternate({"a": lambda: order.append("a"), "b": lambda: order.append("b")}, CPU, 3)
     assert order == ["a", "b", "b", "a", "a", "b"]
     assert {k: len(v) for k, v in times.items()} == {"a": 3, "b": 3}
+
+
+def test_alternate_checked_gives_every_round_its_quiet_check() -> None:
+    times, checks = alternate_checked({"a": lambda: None, "b": lambda: None}, CPU, 2, threshold=0.5)
+    assert {k: len(v) for k, v in checks.items()} == {"a": 2, "b": 2} and set(times) == {"a", "b"}
+    assert all(c.threshold == 0.5 and c.wall_s >= 0 for cs in checks.values() for c in cs)
 
 
 def test_slopes_of_power_laws() -> None:

@@ -13,6 +13,7 @@ import torch
 
 from benchmarks import attention_memory, bench, translate_speed
 from benchmarks.common import forecast
+from benchmarks.quiet import Check
 
 
 def quiet(main: types.FunctionType, argv: list[str]) -> dict:
@@ -36,6 +37,7 @@ def test_translate_quick_greedy_tokens_match_marian(tmp_path: Path) -> None:
     for r in saved["results"]:
         assert r["sentences_per_s"] > 0 and r["output_lengths"] == [new]  # no early end on either side
         assert 0.0 <= r["same_best"] <= 1.0
+        assert r["quiet"] in ("quiet", "not quiet", "unknown") and len(r["rounds"]) == saved["args"]["reps"]
     assert saved["results"][0]["same_best"] == 1.0
 
 
@@ -122,7 +124,7 @@ def test_targets_met_and_not_met() -> None:
         "translation, beam 4: tformer int8 / CTranslate2 int8": "not met",  # 0.4
         "generation, batch 1: tformer int8 / CTranslate2 int8": "met",  # 1.0, >= is met
         "generation, batch 8: tformer int8 / CTranslate2 int8": "not measured",  # no row
-        "generation, batch 1: tformer fp32 / mat-vec bound": "met",  # 90% >= 85%
+        "generation, batch 1: tformer fp32 / bandwidth bound": "met",  # 90% >= 85%
     }
     measured = {r["target"]: r["measured"] for r in rows}
     assert measured["training gpt: tformer / GPT2LMHeadModel sdpa"] == pytest.approx(1.05)
@@ -132,6 +134,28 @@ def test_targets_met_and_not_met() -> None:
     assert [r["status"] for r in edge if r["target"].startswith(edges)] == ["met", "met"]  # >= is met
     table = bench.targets_markdown(rows)
     assert "| 1.60x | ≥ 1.50x | met |" in table and "| 75.0% | ≥ 70.0% | met |" in table
+
+
+def test_targets_resting_on_a_round_that_was_not_quiet_are_not_a_result() -> None:
+    parts = fake_parts(gpt_vs_eager=1.6, bound_share=0.75, beam_speedup=2.5)
+    loud = Check(wall_s=1.0, others=0.6, cores=2, load_before=None, load_after=None).as_dict()
+    calm = Check(wall_s=1.0, others=0.0, cores=2, load_before=None, load_after=None).as_dict()
+    generate = parts["generate"]["json"]["results"]
+    generate[0]["rounds"], generate[1]["rounds"] = [calm, calm], [calm, loud]
+    parts["ct2_speed"]["json"]["results"][0]["refused"] = {"fp32": "not a result: ...", "int8": None}
+    parts["ct2_speed"]["json"]["bound"]["mismeasured"] = "the bound is mismeasured: ..."
+    rows = {r["target"]: r for r in bench.targets(parts)}
+    refused = rows["generation, batch 1: tformer / transformers"]
+    assert refused["status"] == "not a result" and refused["measured"] == pytest.approx(7.5)
+    assert refused["refused"] == ("not a result: other processes used 60% of a core (30% of the 2 cores) during "
+                                  "round 2 (transformers)")
+    assert rows["generation, batch 1: tformer / bandwidth bound"]["status"] == "met"  # ours were quiet
+    assert rows["translation, greedy: tformer fp32 / CTranslate2 fp32"]["status"] == "not a result"
+    assert rows["translation, greedy: tformer int8 / CTranslate2 int8"]["status"] == "met"
+    assert rows["generation, batch 1: tformer fp32 / bandwidth bound"]["status"] == "not a result"
+    table = bench.targets_markdown(list(rows.values()))
+    assert "| 7.50x | ≥ 2.00x | not a result |" in table
+    assert "\ngeneration, batch 1: tformer / transformers: not a result: other processes used 60%" in table
 
 
 def test_targets_of_missing_or_failed_parts_are_not_measured() -> None:
@@ -179,3 +203,45 @@ def test_ct2_speed_quick_trains_the_missing_models_and_compares_as_users_run_eac
     assert quality["sentences"] == 4 and set(quality["bleu"]) == set(ct2_speed.CONTENDERS)
     assert quality["bleu"]["tformer fp32"] == quality["bleu"]["ct2 fp32"]  # the same stopping rule, same outputs
     assert set(quality["perplexity"]) == {"tformer fp32", "tformer int8"}
+
+
+def test_ct2_speed_translation_tasks_build_no_gpt_and_refuse_a_ratio_of_a_round_that_was_not_quiet(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--tasks beam greedy` finds (here: trains) the translator alone: the GPT's builder, its weights and its
+    bound are never asked for. The workers are stood in for: each round returns a time and a quiet check, and
+    one round of tformer fp32 was not quiet, so the fp32 ratios are refused and the int8 ones stand."""
+    from benchmarks import bench_models, ct2_speed, machine
+
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a translation-only run asked for the GPT")
+
+    monkeypatch.setattr(bench_models, "gpt", forbidden)
+    monkeypatch.setattr(ct2_speed, "weight_bytes", forbidden)
+    monkeypatch.setattr(machine, "decode_bound", forbidden)
+    rounds = []
+
+    def worker(task: str, contender: str, checkpoint: Path, converted: Path, argv: list[str]) -> dict:
+        rounds.append((task, contender))
+        assert (converted / "translator-fp32").is_dir() and not (converted / "gpt-fp32").exists()
+        others = 0.8 if (contender, len(rounds)) == ("tformer fp32", 1) else 0.0
+        check = Check(wall_s=1.0, others=others, cores=2, load_before=None, load_after=None)
+        return {"seconds": 1.0, "check": check.as_dict(), "outputs": ["a"] * ct2_speed.QUICK["sentences"]}
+
+    monkeypatch.setattr(ct2_speed, "in_process", worker)
+    out = io.StringIO()
+    with redirect_stdout(out):
+        info = ct2_speed.main(["--quick", "--threads", "1", "--tasks", "beam", "greedy", "--translator",
+                               str(tmp_path / "none"), "--models-dir", str(tmp_path / "models")])
+    assert info["gpt"] is None and info["bound"] is None
+    assert not (tmp_path / "models" / "gpt-quick").exists()
+    assert [r["task"].rsplit(",", 1)[0] for r in info["results"]] == ["translation, greedy", "translation, beam 4"]
+    assert {t for t, _ in rounds} == {"greedy", "beam"} and len(rounds) == 8
+    greedy, beam = info["results"]
+    assert greedy["quiet"] == "not quiet" and beam["quiet"] == "quiet"
+    assert greedy["refused"]["int8"] is None and greedy["refused"]["fp32"] == (
+        "not a result: other processes used 80% of a core (40% of the 2 cores) during round 1 (tformer fp32)")
+    assert len(greedy["rounds"]["tformer fp32"]) == 1 and greedy["rounds"]["tformer fp32"][0]["quiet"] is False
+    printed = out.getvalue()
+    assert "| (1.00x) not a result |" in printed and "| tformer fp32 round 1: 80% |" in printed
+    assert "translation, greedy, sentences/s, fp32: not a result: other processes used 80%" in printed
+    assert "bound" not in printed

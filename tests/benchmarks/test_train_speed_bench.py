@@ -20,6 +20,22 @@ def test_machine_limits_are_positive(one_thread: None) -> None:
     assert info["threads"] == 1 and info["cpu"] and info["torch"] == torch.__version__
 
 
+def test_streaming_read_at_each_thread_count_and_the_bound_it_sets(one_thread: None) -> None:
+    for threads in (1, 2):
+        gb_s = machine.read_gb_s("cpu", nbytes=2**20, threads=threads, reps=2)
+        assert math.isfinite(gb_s) and gb_s > 0
+        assert torch.get_num_threads() == 1  # the caller's count restored
+    assert machine.read_gb_s("cpu", nbytes=1000, reps=1) > 0  # smaller than one row of the mat-vec
+    bound = machine.decode_bound("cpu", 2**20, threads=1, reps=2)
+    assert bound["tokens_per_s"] == pytest.approx(bound["bandwidth_gb_s"] * 1e9 / 2**20) and bound["threads"] == 1
+    fake = dict(bound, tokens_per_s=100.0)
+    assert machine.against_bound(fake, {"a": 50.0, "b": 80.0}) == dict(fake, a_share=0.5, b_share=0.8,
+                                                                       mismeasured=None)
+    beaten = machine.against_bound(fake, {"a": 50.0, "b": 160.0})
+    assert beaten["a_share"] is None and beaten["b_share"] is None
+    assert beaten["mismeasured"] == "the bound is mismeasured: b decodes 160 tokens/s, above its 100"
+
+
 def test_quick_run_same_losses_and_positive_speeds(tmp_path: Path, one_thread: None) -> None:
     out = tmp_path / "train_speed.json"
     report = train_speed.main(["--quick", "--threads", "1", "--out", str(out)])
@@ -35,6 +51,7 @@ def test_quick_run_same_losses_and_positive_speeds(tmp_path: Path, one_thread: N
             assert math.isfinite(row["tokens_per_s"]) and row["tokens_per_s"] > 0
             assert 0 < row["mfu"] < math.inf and math.isfinite(row["loss0"])
             assert row["parameters"] > 0
+            assert row["quiet"] in ("quiet", "not quiet", "unknown") and len(row["rounds"]) == report["args"]["reps"]
 
 
 def test_precision_and_ours_only(one_thread: None) -> None:
