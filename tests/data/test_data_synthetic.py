@@ -69,7 +69,8 @@ def test_the_recipe_key_reads_the_corpus_with_one_token_per_symbol() -> None:
     (["data.synthetic.min_len=1", "data.synthetic.max_len=1"],
      "data.synthetic asks for up to 21500 distinct sequences of length 1, but 32 symbols make only 32"),
     (["data.synthetic.max_len=200"], "data.synthetic.max_len=200 is longer than data.max_len=128"),
-    (["data.corpus=bible", "data.synthetic.max_len=40"], "data.synthetic is set but data.corpus='bible'; it needs data.corpus='synthetic'"),
+    (["data.corpus=bible", "data.synthetic.max_len=40"],
+     "data.synthetic is set but data.corpus='bible'; it needs data.corpus='synthetic'"),
 ])
 def test_a_bad_synthetic_corpus_is_refused_in_one_line(overrides: list[str], message: str) -> None:
     with pytest.raises(UserError) as e:
