@@ -149,6 +149,17 @@ CASES = [
          ("train.seed=-1 must be an integer in [0, 2**63)",)),
     Case("max-steps-null", lambda c: c.train("train.max_steps="),
          ("config key 'train.max_steps' is empty (null); expected an integer",)),
+    # the synthetic corpus (cases 309 to 311)
+    Case("synthetic-bad-range", lambda c: c.train("data.corpus=synthetic", "data.synthetic.min_len=10",
+                                                  "data.synthetic.max_len=5"),
+         ("data.synthetic.min_len=10, max_len=5 is not a length range; need 1 <= min_len <= max_len",)),
+    Case("synthetic-symbols", lambda c: c.train("data.corpus=synthetic", "data.synthetic.symbols=63"),
+         ("data.synthetic.symbols=63 is not allowed; choose 2 to 62",)),
+    Case("synthetic-too-few-sequences", lambda c: c.train("data.corpus=synthetic", "data.synthetic.min_len=1",
+                                                          "data.synthetic.max_len=1"),
+         ("data.synthetic asks for up to 21500 distinct sequences of length 1, but 32 symbols make only 32",)),
+    Case("synthetic-without-its-corpus", lambda c: c.train("data.synthetic.task=copy"),
+         ("data.synthetic is set but data.corpus='files'; it needs data.corpus='synthetic'",)),
     # a classifier of one label (case 11)
     Case("classifier-one-label", one_label,
          ("data.train={tmp}/one.tsv has 1 label ('pos'); a classifier needs training examples of at least 2 labels",)),

