@@ -60,6 +60,9 @@ where the default is the terminal and the run kept under docs/bench/ was written
     step_profile       where a translation recipe's training step spends its time: wall, the GPU's busy share,
                        operators, kernels and host waits a step; collation and evaluation -> the terminal
                        (--out FILE for JSON; gpu_check.sh runs it on demo-gpu)
+    synthetic_road     the road on a synthetic task: the plain RNN, the attention RNN and the Transformer
+                       reversing random sequences, exact and token accuracy by source length
+                       -> --out DIR (synthetic_road.json, synthetic_road.md, synthetic-accuracy-by-length.png)
     threads            training steps/s against CPU threads, alone and beside busy processes
                        -> docs/bench/threads.json
     torch_transformer  torch.nn.Transformer behind our encoder-decoder interface (train_speed's contender)
