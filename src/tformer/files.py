@@ -29,7 +29,7 @@ import stat
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -111,14 +111,18 @@ def check_output_name(path: str | os.PathLike, *, what: str, folder: bool = Fals
                         "give a file name")
 
 
-def check_output(path: str | os.PathLike, *, what: str = "--output") -> None:
+def check_output(path: str | os.PathLike, *, what: str = "--output",
+                 inputs: Sequence[str | os.PathLike | None] = ()) -> None:
     """Refuse, before any work, a file a user named that `write_output` could not write, with one line
     naming `what`: "-" (standard output) passes; a FIFO, a device or a pipe this process may write passes;
     else the name (`check_output_name`), then, following a symbolic link to its target, not a directory,
-    and the closest existing folder above it one this process may write in (missing folders are made)."""
+    and the closest existing folder above it one this process may write in (missing folders are made). An
+    output that is one of the command's `inputs` (the same file, by any name or link) is refused too: writing
+    it would replace what was read with what was made of it."""
     check_output_name(path, what=what)
     if os.fspath(path) == STDOUT:
         return
+    _check_not_input(Path(path), inputs, what=what)
     path = Path(path)
     if is_special_file(path):
         if not os.access(path, os.W_OK):
@@ -132,6 +136,15 @@ def check_output(path: str | os.PathLike, *, what: str = "--output") -> None:
         raise UserError(f"{what} {path}: {nearest} is a file; give a file path in a directory")
     if not os.access(nearest, os.W_OK):
         raise UserError(f"{what} {path}: directory {nearest} is not writable")
+
+
+def _check_not_input(path: Path, inputs: Sequence[str | os.PathLike | None], *, what: str) -> None:
+    for given in inputs:
+        if given is None or os.fspath(given) == STDOUT or not path.exists() or not Path(given).exists():
+            continue
+        if os.path.samefile(path, given) and not is_special_file(path):
+            raise UserError(f"{what} {path} is the input {given}: writing it would replace what is read; give "
+                            "another output file")
 
 
 def check_output_dir(path: str | os.PathLike, *, what: str = "--out-dir") -> None:

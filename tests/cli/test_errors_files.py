@@ -14,7 +14,19 @@ import pytest
 import safetensors.torch
 import torch
 import yaml
-from catalogue import Case, Ctx, World, edited_config, generate, hf_dir, hf_json, in_catalogue, run_case, translate
+from catalogue import (
+    Case,
+    Ctx,
+    World,
+    edited_config,
+    generate,
+    hf_dir,
+    hf_json,
+    in_catalogue,
+    run_case,
+    score,
+    translate,
+)
 from safetensors import SafetensorError
 
 from tformer.tokenization import CharTokenizer
@@ -158,6 +170,13 @@ def _unlisted(c: Ctx, name: str) -> str:
 
 
 SCHEMA = 'must be {"bytes": N, "sha256": "<64 hex digits>"}'
+
+def linked(c: Ctx) -> str:
+    """A symbolic link out.de in the case's directory to its s.en: another name for the input."""
+    (c.tmp / "out.de").symlink_to(c.tmp / "s.en")
+    return f"{c.tmp}/out.de"
+
+
 CASES = [
     # 13: the manifest's schema, and config.yaml's types
     Case("manifest-entry-a-string", lambda c: generate(c, checkpoint=manifest_entry(c, c.w.gpt, "model.safetensors",
@@ -259,6 +278,15 @@ CASES = [
          ("cannot write checkpoint {tmp}/out: No space left on device",)),
     Case("convert-disk-full-over-a-checkpoint", lambda c: full_disk(c, existing=True),
          ("cannot write checkpoint {tmp}/out: No space left on device (the previous one there is kept)",)),
+    Case("output-is-the-input", lambda c: translate(c, "-i", c.file("s.en", "the cat\n"), "-o", f"{c.tmp}/s.en"),
+         ("--output {tmp}/s.en is the input {tmp}/s.en: writing it would replace what is read",)),
+    Case("output-links-to-the-input", lambda c: translate(c, "-i", c.file("s.en", "the cat\n"), "-o", linked(c)),
+         ("--output {tmp}/out.de is the input {tmp}/s.en",)),
+    Case("score-output-is-the-file", lambda c: [*score(c, "s.txt", "the cat\n"), "-o", f"{c.tmp}/s.txt"],
+         ("--output {tmp}/s.txt is the input {tmp}/s.txt",)),
+    Case("generate-output-is-the-input", lambda c: ["generate", "--checkpoint", str(c.w.gpt), "-i",
+                                                   c.file("p.txt", "In\n"), "-o", f"{c.tmp}/p.txt"],
+         ("--output {tmp}/p.txt is the input {tmp}/p.txt",)),
 ]
 
 

@@ -28,7 +28,7 @@ def cmd_classify(args: argparse.Namespace) -> int:
     from tformer.inference import check_top, load, top_labels
 
     check_top(args.top, what="--top")  # before the load
-    shared.check_output(args.output)
+    shared.check_output(args.output, inputs=[args.input])
     loaded = load(args.checkpoint, command="classify", **shared.placement(args))
     check_unknown = shared.unknown_warner(loaded.tokenizer)
 

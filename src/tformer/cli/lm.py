@@ -59,7 +59,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     check_max_new_tokens(args.max_new_tokens, what="--max-new-tokens")
     settings = with_given(SampleConfig(), **shared.settings_given(args, SampleConfig))  # checked before the load
-    shared.check_output(args.output)
+    shared.check_output(args.output, inputs=[args.input])
     prompts = list(args.prompt or [])
     if args.input is not None or not prompts:
         prompts += read_lines(args.input)
@@ -93,7 +93,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     if args.file is not None and not shared.is_std(args.input):
         raise UserError(f"give the file to score once: as FILE ({args.file}) or as --input ({args.input})")
     source = args.file if args.file is not None else args.input
-    shared.check_output(args.output)
+    shared.check_output(args.output, inputs=[source])
     loaded = load(args.checkpoint, command="score", **shared.placement(args))
     model, tokenizer = loaded.model, loaded.tokenizer
     numbered = read_scored_lines(source)  # {line number in the file: line}, the empty lines left out

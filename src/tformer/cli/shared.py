@@ -132,13 +132,14 @@ def is_std(path: str | None) -> bool:
     return path is None or path == STD
 
 
-def check_output(path: str | None, *, what: str = "--output") -> None:
+def check_output(path: str | None, *, what: str = "--output", inputs: Sequence[str | None] = ()) -> None:
     """Refuse an output file that cannot be written before any work starts, not after
-    (`files.check_output`: - is stdout; an empty name, a directory, a missing folder/ are refused)."""
+    (`files.check_output`: - is stdout; an empty name, a directory, a missing folder/, one of the command's
+    `inputs` are refused)."""
     from tformer.files import check_output
 
     if path is not None:
-        check_output(path, what=what)
+        check_output(path, what=what, inputs=inputs)
 
 
 def write_text(path: str | None, text: str) -> None:

@@ -96,7 +96,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
         with_given,
     )
 
-    shared.check_output(args.output)  # refuse an output that cannot be written before decoding, not after
+    shared.check_output(args.output, inputs=[args.input])  # refused before decoding, not after
     decode = with_given(run_decode(args.checkpoint), **decode_args(args))
     if args.n_best is not None:
         check_n_best(args.n_best, beam=decode.beam, what="--n-best")
