@@ -65,7 +65,11 @@ def prefix_ids(tokenizer: Tokenizer, prefix: str | None, *, max_len: int, name: 
     that holds the end symbol or leaves the model's context no room for one more token."""
     if not prefix:
         return []
-    ids = tokenizer.encode(normalise_text(prefix))
+    return checked_prefix(tokenizer, tokenizer.encode(normalise_text(prefix)), max_len=max_len, name=name)
+
+
+def checked_prefix(tokenizer: Tokenizer, ids: list[int], *, max_len: int, name: str) -> list[int]:
+    """A prefix's ids as `prefix_ids` checks them, for a caller that has encoded the prefix already."""
     if tokenizer.eos_id in ids:
         raise UserError(f"{name} holds the end symbol (id {tokenizer.eos_id}); a prefix is the start of the "
                         "translation, not a whole one")
@@ -206,5 +210,5 @@ def _prefixes(tokenizer: Tokenizer, prefixes: Sequence[str | None] | None, n: in
             for number, p in enumerate(prefixes, first_line)]
 
 
-__all__ = ["Candidate", "Encoded", "check_n_best", "encode_sentences", "n_best_ids", "prefix_ids", "run_decode",
-           "split_prefixes", "translate", "translate_ids", "translate_n_best"]
+__all__ = ["Candidate", "Encoded", "check_n_best", "checked_prefix", "encode_sentences", "n_best_ids", "prefix_ids",
+           "run_decode", "split_prefixes", "translate", "translate_ids", "translate_n_best"]

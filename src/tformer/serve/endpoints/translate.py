@@ -17,7 +17,8 @@ from typing import Any
 
 from tformer.decoding.beam import check_beam
 from tformer.decoding.settings import DecodeConfig, with_given
-from tformer.inference import Encoded, Loaded, check_n_best, n_best_ids, prefix_ids, run_decode, translate_ids
+from tformer.inference import Encoded, Loaded, check_n_best, n_best_ids, run_decode, translate_ids
+from tformer.inference.translate import checked_prefix
 from tformer.inference.unknown import Unknown, encode_counted
 from tformer.serve.batching import Job
 from tformer.serve.errors import InputError
@@ -103,7 +104,7 @@ def prefixes_of(service: Service, prefix: str | list[str | None] | None,
     """A /translate request's `prefix` as the ids each translation must start with (() when it has none), and
     what in them the tokenizer cannot represent: a string with `text`, a list as long as
     `texts` with them (null or "": none), each checked as a text and as the library checks a prefix
-    (`inference.prefix_ids`)."""
+    (`inference.prefix_ids`), each encoded once."""
     if prefix is None:
         return (), Unknown(0, 0, ())
     if texts is None and not isinstance(prefix, str):
@@ -113,14 +114,16 @@ def prefixes_of(service: Service, prefix: str | list[str | None] | None,
         raise InputError(f"with texts, give prefix as a list of {len(texts)} strings, one per text (null: none), "
                          f"not {given}")
     named = [("prefix", prefix)] if isinstance(prefix, str) else [(f"prefix[{i}]", p) for i, p in enumerate(prefix)]
-    out, given = [], []
+    checked = []
     for name, p in named:
         p = None if p is None else check_text(p, name, service.limits, empty=True)
         if p and ("\n" in p or "\r" in p):
             raise InputError(f"{name} holds a line break; a prefix is the start of one sentence's translation")
-        out.append(tuple(prefix_ids(service.tokenizer, p, max_len=service.config.max_len, name=name)))
-        given += [p] if p else []
-    return (tuple(out) if any(out) else ()), encode_counted(service.tokenizer, given)[1]
+        checked.append(p or "")
+    ids, unknown = encode_counted(service.tokenizer, checked)  # once: the ids and the warning
+    out = tuple(tuple(checked_prefix(service.tokenizer, x, max_len=service.config.max_len, name=name))
+                for (name, _), x in zip(named, ids, strict=True))
+    return (out if any(out) else ()), unknown
 
 
 # --- running a batch -------------------------------------------------------------------------------------
