@@ -40,6 +40,9 @@ from tformer.errors import UserError
 STDIN = "stdin"
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 BOM = "\ufeff"  # the byte-order mark, U+FEFF
+CHUNK = 1 << 16  # bytes read at a time
+MAX_LINE_BYTES = 1 << 22  # 4 MiB: the most one line may hold, refused as soon as a line holds more
+CHARS_PER_TOKEN = 100  # more characters a token than any tokenizer makes of text, on average over a line
 
 
 class DataError(UserError):
@@ -68,20 +71,104 @@ def source_name(path: str | os.PathLike | None) -> str:
 def read_lines(path: str | os.PathLike | None) -> list[str]:
     """The lines of UTF-8 text from the file `path`, or from stdin when it is None or "-", without their
     line ends (see the module docstring). A byte-order mark at the start of a line is dropped
-    (`normalise_text`)."""
+    (`normalise_text`). The input is read in pieces, never whole (`LineReader`): a line of more than
+    MAX_LINE_BYTES is refused before it is read to its end."""
     name = source_name(path)
     if name == STDIN:
         if sys.stdin is None:  # started with stdin closed (`<&-`)
             raise UserError("there is no stdin to read; give --input FILE")
-        raw = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode("utf-8")
-    else:
+        if not hasattr(sys.stdin, "buffer"):  # replaced by a text stream in memory
+            return _all_lines(iter([sys.stdin.read().encode("utf-8")]), where=name)
+        return _all_lines(iter(lambda: sys.stdin.buffer.read(CHUNK), b""), where=name)
+    try:
+        with open(path, "rb") as f:
+            return _all_lines(iter(lambda: f.read(CHUNK), b""), where=name)
+    except FileNotFoundError:
+        raise UserError(f"input file {path} does not exist") from None
+    except IsADirectoryError:
+        raise UserError(f"input file {path} is a directory; give a file of text, one item a line") from None
+
+
+def _all_lines(chunks: Iterator[bytes], *, where: str) -> list[str]:
+    """Every line of the pieces `chunks` of one input; its first bad line raises before any is returned."""
+    reader, lines = LineReader(where), []
+    for chunk in chunks:
+        lines += reader.push(chunk)
+        if reader.error is not None:
+            raise reader.error
+    lines += reader.push(b"", eof=True)
+    if reader.error is not None:
+        raise reader.error
+    return lines
+
+
+class LineReader:
+    """One input's bytes, given piece by piece (`push`), cut into its lines as they become whole: the one
+    place a line of user text is cut, decoded and held to MAX_LINE_BYTES, so that a file, a pipe and a
+    device (/dev/zero) are read alike, in pieces, and a line is numbered from the start of the input.
+
+    A bad line stops the reading: `push` returns the lines before it and sets `error` (a DataError naming
+    `where` and the line), so that a caller that answers as it reads answers them first. Bytes that are not
+    UTF-8 are found once their line is whole; a line longer than MAX_LINE_BYTES as soon as that many bytes
+    of it have come, without waiting for its end."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.pending = bytearray()  # the start of a line whose "\n" has not come yet
+        self.line = 1  # the number of that line
+        self.error: DataError | None = None
+
+    def push(self, chunk: bytes, *, eof: bool = False) -> list[str]:
+        """The lines `chunk` completes (with `eof`, the input's last line too, without its "\n")."""
+        if self.error is not None:
+            return []
+        end = len(chunk) if eof else chunk.rfind(b"\n") + 1
+        if end == 0 and not eof:  # no line ends here: the current line goes on
+            self.pending += chunk
+            self._check_length(len(self.pending), self.line)
+            return []
+        whole, rest = bytes(self.pending + chunk[:end]), chunk[end:]
+        if not whole:
+            return []
+        self.pending = bytearray(rest)
+        first = whole.find(b"\n")
+        if self._check_length(len(whole) if first < 0 else first, self.line):
+            return []
+        lines, self.error = _decoded_lines(whole, where=self.where, first_line=self.line)
+        self.line += whole.count(b"\n")
+        if self.error is None:
+            self._check_length(len(self.pending), self.line)
+        return lines
+
+    def _check_length(self, n: int, line: int) -> bool:
+        """Whether line `line`, of at least `n` bytes, is too long (then `error` says so)."""
+        if n > MAX_LINE_BYTES:
+            self.error = DataError(f"{self.where}:{line}: the line is longer than {MAX_LINE_BYTES} bytes "
+                                   f"({_size(MAX_LINE_BYTES)}), the most a line may hold; give text, one item a line")
+        return self.error is not None
+
+
+def _decoded_lines(raw: bytes, *, where: str, first_line: int) -> tuple[list[str], DataError | None]:
+    """The lines of `raw`, whole lines of an input starting at line `first_line` (`decode_utf8`, `text_lines`),
+    and the DataError of the first line that is not UTF-8 (None if all are): the lines returned are those
+    before it."""
+    try:
+        return text_lines(decode_utf8(raw, where=where, first_line=first_line)), None
+    except DataError as error:
         try:
-            raw = Path(path).read_bytes()
-        except FileNotFoundError:
-            raise UserError(f"input file {path} does not exist") from None
-        except IsADirectoryError:
-            raise UserError(f"input file {path} is a directory; give a file of text, one item a line") from None
-    return text_lines(decode_utf8(raw, where=name))
+            raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            good = raw[: raw.rfind(b"\n", 0, e.start) + 1]  # the lines before the bad byte's
+        return text_lines(decode_utf8(good, where=where, first_line=first_line)), error
+
+
+def _size(n: float) -> str:
+    """`n` bytes in the largest binary unit that keeps it at least 1: "16 MiB"."""
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.3g} {unit}" if unit != "bytes" else f"{int(n)} bytes"
+        n /= 1024
+    raise AssertionError("unreachable")
 
 
 def normalise_text(text: str) -> str:
@@ -156,10 +243,11 @@ def read_jsonl_records(path: str | os.PathLike, *, strings: Sequence[str] = (),
 def line_batches(path: str | os.PathLike | None, *, max_batch: int) -> Iterator[list[str]]:
     """The lines of `path` (as `read_lines` reads them) in batches, for a command that answers as it reads.
 
-    From stdin that is a pipe or a terminal, each line is yielded as soon as it has arrived whole, together
-    with the lines already waiting behind it (at most `max_batch`), so that a line written into an open pipe
-    is answered before the next one is written. A file, or stdin redirected from one, is yielded whole in
-    one batch, as `read_lines` returns it (so a bad line anywhere fails before any answer)."""
+    From stdin that is a pipe, a terminal or a device, each line is yielded as soon as it has arrived whole,
+    together with the lines already waiting behind it (at most `max_batch`), so that a line written into an
+    open pipe is answered before the next one is written; a bad line (not UTF-8, too long) raises once the
+    lines before it have been yielded. A file, or stdin redirected from one, is yielded whole in one batch,
+    as `read_lines` returns it (so a bad line anywhere fails before any answer)."""
     fd = _live_stdin(path)
     if fd is None:
         yield read_lines(path)
@@ -168,7 +256,8 @@ def line_batches(path: str | os.PathLike | None, *, max_batch: int) -> Iterator[
 
 
 def _live_stdin(path: str | os.PathLike | None) -> int | None:
-    """stdin's file descriptor when `path` names stdin and it is a pipe, a socket or a terminal, else None."""
+    """stdin's file descriptor when `path` names stdin and it is a pipe, a socket, a terminal or a device,
+    else None."""
     if source_name(path) != STDIN:
         return None
     if sys.stdin is None:  # started with stdin closed (`<&-`)
@@ -182,27 +271,24 @@ def _live_stdin(path: str | os.PathLike | None) -> int | None:
 
 
 def _live_batches(fd: int, *, max_batch: int) -> Iterator[list[str]]:
-    """Batches of the whole lines read from `fd`: a blocking read for the first bytes, then what `select`
-    says is there without waiting. A line is decoded only once whole ("\n" is never inside a UTF-8
-    character), so the line numbers of an error count from the start of stdin."""
-    pending, line = b"", 1  # bytes not yet decoded; the line of stdin they start
+    """Batches of the whole lines read from `fd` (`LineReader`): a blocking read for the first bytes, then
+    what `select` says is there without waiting, until `max_batch` lines are whole. The line numbers of an
+    error count from the start of stdin; the lines before a bad one are yielded before it raises."""
+    reader = LineReader(STDIN)
     eof = False
     while not eof:
-        chunk = os.read(fd, 1 << 16)
+        chunk = os.read(fd, CHUNK)
         eof = not chunk
-        pending += chunk
-        while not eof and pending.count(b"\n") < max_batch and select.select([fd], [], [], 0)[0]:
-            chunk = os.read(fd, 1 << 16)
+        lines = reader.push(chunk, eof=eof)
+        while (not eof and reader.error is None and len(lines) < max_batch
+               and select.select([fd], [], [], 0)[0]):
+            chunk = os.read(fd, CHUNK)
             eof = not chunk
-            pending += chunk
-        cut = len(pending) if eof else pending.rfind(b"\n") + 1
-        whole, pending = pending[:cut], pending[cut:]
-        if not whole:
-            continue
-        lines = text_lines(decode_utf8(whole, where=STDIN, first_line=line))
-        line += whole.count(b"\n")
+            lines += reader.push(chunk, eof=eof)
         for start in range(0, len(lines), max_batch):
             yield lines[start : start + max_batch]
+        if reader.error is not None:
+            raise reader.error
 
 
 def split_lines(text: str) -> list[str]:
@@ -226,6 +312,24 @@ def format_lines(items: Iterable[str]) -> str:
     return "".join(item.replace("\r\n", " ").replace("\n", " ").replace("\r", " ") + "\n" for item in items)
 
 
+def check_line_chars(lines: Sequence[str], *, max_len: int, where: str, first: int = 1,
+                     truncate: bool = False) -> list[str]:
+    """`lines` checked by their characters before they are tokenized (tokenizing a line of megabytes takes
+    gigabytes): a line of more than max_len x CHARS_PER_TOKEN characters holds more tokens than the model's
+    context `max_len` at any plausible tokenization, so it raises a `LineTooLong` naming its line (numbered
+    from `first`, of `where`) and its length, or with `truncate` is cut to that many characters, which keeps
+    the first max_len tokens that truncating its tokens keeps."""
+    limit = max_len * CHARS_PER_TOKEN
+    if truncate:
+        return [line[:limit] for line in lines]
+    for number, line in enumerate(lines, first):
+        if len(line) > limit:
+            raise LineTooLong(f"{where}:{number}: the line is {len(line)} characters, more than the model's "
+                              f"context max_len={max_len} can hold ({limit}, at {CHARS_PER_TOKEN} characters a "
+                              "token)")
+    return list(lines)
+
+
 def check_line_lengths(lengths: Iterable[int], *, limit: int, max_len: int, where: str, first: int = 1) -> None:
     """A `LineTooLong` (a ValueError) naming the first line (numbered from `first`, of `where`) of more than
     `limit` tokens (what the model's context `max_len` leaves for text): refused, not cut silently, so that no
@@ -236,6 +340,7 @@ def check_line_lengths(lengths: Iterable[int], *, limit: int, max_len: int, wher
             raise LineTooLong(f"{where}:{number}: the line is {n} tokens, longer than the model's context {room}")
 
 
-__all__ = ["BOM", "JSONL_SUFFIXES", "STDIN", "DataError", "LineTooLong", "check_line_lengths",
-           "decode_utf8", "existing_file", "format_lines", "line_batches", "normalise_text", "read_jsonl_records",
-           "read_lines", "read_utf8", "source_name", "split_lines", "text_lines"]
+__all__ = ["BOM", "CHARS_PER_TOKEN", "JSONL_SUFFIXES", "MAX_LINE_BYTES", "STDIN", "DataError", "LineReader",
+           "LineTooLong", "check_line_chars", "check_line_lengths", "decode_utf8", "existing_file", "format_lines",
+           "line_batches", "normalise_text", "read_jsonl_records", "read_lines", "read_utf8", "source_name",
+           "split_lines", "text_lines"]

@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 from tformer.configio import shown
 from tformer.data.device import device_of, to_device
-from tformer.data.lines import check_line_lengths, normalise_text
+from tformer.data.lines import check_line_chars, check_line_lengths, normalise_text
 from tformer.data.padding import pad, valid_mask
 from tformer.errors import UserError
 from tformer.tokenization import Tokenizer
@@ -30,7 +30,9 @@ def encode_texts(tokenizer: Tokenizer, texts: list[str], max_len: int, *, trunca
                  where: str = "input", first_line: int = 1) -> list[list[int]]:
     """[CLS] pieces [SEP] per text, the pieces cut to max_len - 2 (training data); without `truncate`, a
     text of more pieces is refused with a ValueError naming its line of `where` (user text to classify;
-    `first_line`: the number of the first text's line)."""
+    `first_line`: the number of the first text's line). A text too long at any tokenization is refused (or
+    cut) before it is tokenized (`data.lines.check_line_chars`)."""
+    texts = check_line_chars(texts, max_len=max_len, where=where, first=first_line, truncate=truncate)
     pieces = tokenizer.encode_batch(texts)
     if not truncate:
         check_line_lengths(map(len, pieces), limit=max_len - 2, max_len=max_len, where=where, first=first_line)

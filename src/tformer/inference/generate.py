@@ -13,7 +13,7 @@ from typing import NamedTuple
 from torch import nn
 
 from tformer.config import GPTConfig
-from tformer.data.lines import normalise_text
+from tformer.data.lines import CHARS_PER_TOKEN, normalise_text
 from tformer.decoding.decoder import Decoder, decoder_of, model_of
 from tformer.decoding.generate import check_max_new_tokens
 from tformer.decoding.search import sample
@@ -26,8 +26,14 @@ DEFAULT = SampleConfig()  # frozen: one shared default
 
 def prompt_ids(tokenizer: Tokenizer, config: GPTConfig, prompt: str) -> list[int]:
     """The ids a continuation of `prompt` starts from (`started`): the prompt's as `tokenizer` reads it, a
-    leading byte-order mark no part of it (`data.lines.normalise_text`)."""
-    return started(config, tokenizer.encode(normalise_text(prompt)))
+    leading byte-order mark no part of it (`data.lines.normalise_text`). A prompt longer than the context
+    at any tokenization (`data.lines.CHARS_PER_TOKEN`) is refused before it is tokenized."""
+    prompt = normalise_text(prompt)
+    if len(prompt) > config.max_len * CHARS_PER_TOKEN:
+        raise UserError(f"the prompt is {len(prompt)} characters, more than the model's context "
+                        f"max_len={config.max_len} can hold ({config.max_len * CHARS_PER_TOKEN}, at "
+                        f"{CHARS_PER_TOKEN} characters a token)")
+    return started(config, tokenizer.encode(prompt))
 
 
 def started(config: GPTConfig, ids: list[int]) -> list[int]:

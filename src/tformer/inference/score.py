@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from tformer.data.lines import normalise_text, read_lines, source_name
+from tformer.data.lines import CHARS_PER_TOKEN, normalise_text, read_lines, source_name
 from tformer.decoding import TextScore, conditional_log_probs, score_sequences
 from tformer.errors import UserError
 from tformer.tokenization import Tokenizer
@@ -63,6 +63,12 @@ def score_pairs(model: nn.Module, tokenizer: Tokenizer, lines: list[str], *, whe
     bad = next((i for i, p in enumerate(pairs) if len(p) != 2), None)
     if bad is not None:
         raise UserError(f"{where}:{numbers[bad]}: expected source<TAB>target for an encoder-decoder")
+    limit = max_len * CHARS_PER_TOKEN  # longer than the context at any tokenization: refused untokenized
+    for i, pair in zip(numbers, pairs, strict=True):
+        for side, text in zip(("source", "target"), pair, strict=True):
+            if len(text) > limit:
+                raise UserError(f"{where}:{i}: the {side} is {len(text)} characters, more than the model's context "
+                                f"max_len={max_len} can hold ({limit}, at {CHARS_PER_TOKEN} characters a token)")
     sources, targets = [tokenizer.encode(s) for s, _ in pairs], [tokenizer.encode(t) for _, t in pairs]
     for i, src, tgt in zip(numbers, sources, targets, strict=True):  # the target gets an end token
         if len(src) > max_len or len(tgt) + 1 > max_len:

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from tformer.data.device import device_of
-from tformer.data.lines import check_line_lengths, normalise_text
+from tformer.data.lines import CHARS_PER_TOKEN, check_line_chars, check_line_lengths, normalise_text
 from tformer.data.padding import pad
 from tformer.decoding import Hypothesis
 from tformer.decoding.decoder import Decoder, decoder_of, model_of
@@ -65,6 +65,8 @@ def prefix_ids(tokenizer: Tokenizer, prefix: str | None, *, max_len: int, name: 
     that holds the end symbol or leaves the model's context no room for one more token."""
     if not prefix:
         return []
+    if len(prefix) > max_len * CHARS_PER_TOKEN:  # longer than any prefix the context can hold: not tokenized
+        raise UserError(f"{name} is {len(prefix)} characters; the model writes at most max_len={max_len} tokens")
     return checked_prefix(tokenizer, tokenizer.encode(normalise_text(prefix)), max_len=max_len, name=name)
 
 
@@ -114,8 +116,12 @@ def encode_sentences(tokenizer: Tokenizer, sentences: Sequence[str], *, max_len:
     """`sentences` tokenized once, each checked against the model's context `max_len` (a UserError naming its
     line of `where`, counted from `first_line`) unless `truncate`, which keeps its first max_len tokens (as
     evaluation over a corpus does); `prefixes`: per sentence, text its translation must start with (None or "":
-    none; `prefix_ids`). A sentence's leading byte-order mark is dropped (`data.lines.normalise_text`)."""
-    ids = tokenizer.encode_batch([normalise_text(s) for s in sentences])
+    none; `prefix_ids`). A sentence's leading byte-order mark is dropped (`data.lines.normalise_text`). A
+    sentence too long for the context at any tokenization is refused (or cut) before it is tokenized
+    (`data.lines.check_line_chars`)."""
+    sentences = check_line_chars([normalise_text(s) for s in sentences], max_len=max_len, where=where,
+                                 first=first_line, truncate=truncate)
+    ids = tokenizer.encode_batch(sentences)
     if not truncate:
         check_line_lengths(map(len, ids), limit=max_len, max_len=max_len, where=where, first=first_line)
     forced = _prefixes(tokenizer, prefixes, len(sentences), max_len=max_len, where=where, first_line=first_line)
