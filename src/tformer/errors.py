@@ -17,6 +17,77 @@ UserError is a ValueError, so `except ValueError` in callers' code keeps catchin
 
 from __future__ import annotations
 
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+# What torch, OpenBLAS and the C++ runtime say when an allocation fails (a RuntimeError, not a MemoryError)
+ALLOCATION_FAILED = re.compile(r"can't allocate memory|could not allocate|failed to allocate|cannot allocate memory|"
+                               r"out of memory|std::bad_alloc|failed to map segment", re.IGNORECASE)
+ASKED = re.compile(r"allocate (\d+) bytes|allocate ([\d.]+ [KMGT]i?B)", re.IGNORECASE)
+
+
+class OutOfMemory(MemoryError):
+    """An allocation failed while the package was doing a step it names (`allocating`): one line, e.g. "out of
+    memory while decoding batch 3 (it asked for 2.0 GiB more); ...". A MemoryError, not a UserError: the server
+    answers it as a failure of its own (500), the CLI as one line and exit code 2."""
+
+
+def is_allocation_failure(e: BaseException) -> bool:
+    """Whether `e` says that memory ran out: a MemoryError, torch's OutOfMemoryError, or a RuntimeError
+    whose message is an allocator's ("DefaultCPUAllocator: can't allocate memory", "std::bad_alloc")."""
+    if isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError":
+        return True
+    return isinstance(e, RuntimeError) and ALLOCATION_FAILED.search(str(e)) is not None
+
+
+def out_of_memory(e: BaseException, step: str | None = None) -> str:
+    """The one line for the allocation failure `e`: the step it happened in (when known) and the size asked
+    for (when the allocator said it), and what to do."""
+    if isinstance(e, OutOfMemory):
+        return str(e)
+    found = ASKED.search(str(e))
+    asked = ""
+    if found is not None:
+        asked = f" (it asked for {int(found.group(1)) / 2**30:.1f} GiB more)" if found.group(1) else \
+            f" (it asked for {found.group(2)} more)"
+    during = f" while {step}" if step else ""
+    return (f"out of memory{during}{asked}; give it less at a time (--batch-size, shorter lines), a smaller model, "
+            "or more memory (ulimit -v, the machine's)")
+
+
+@contextmanager
+def allocating(step: str) -> Iterator[None]:
+    """Run a step of work that may run out of memory: an allocation failure in it (`is_allocation_failure`)
+    becomes an `OutOfMemory` naming `step` ("loading the model", "decoding batch 3"); anything else goes on as
+    it is."""
+    try:
+        yield
+    except OutOfMemory:
+        raise
+    except (MemoryError, RuntimeError) as e:
+        if not is_allocation_failure(e):
+            raise
+        raise OutOfMemory(out_of_memory(e, step)) from None
+
+
+def torch_failed_to_load(e: BaseException) -> None:
+    """Raise for `import torch` that failed with `e`. Under a memory limit (`ulimit -v`) torch's libraries cannot
+    be mapped ("failed to map segment", a MemoryError): that is said in one line, `tformer: error: ...` and exit
+    code 2 when the command line is running, an ImportError of that line for a program that imports tformer.
+    Any other failure goes on as it is."""
+    if not is_allocation_failure(e):
+        raise e
+    message = f"the memory limit is too low to load torch ({type(e).__name__}: {str(e) or 'out of memory'}); " \
+              "raise it (ulimit -v) or free memory"
+    argv = list(getattr(sys, "orig_argv", sys.argv))
+    running_cli = sys.argv[0].endswith("tformer") or any(argv[i:i + 2] == ["-m", "tformer"] for i in range(len(argv)))
+    if running_cli:
+        print(f"tformer: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+    raise ImportError(message) from None
+
 
 class UserError(ValueError):
     """A bad value the user gave (config, file, option, request); the message is one line and names it."""
@@ -28,4 +99,5 @@ def install_hint(extra: str) -> str:
     return f"pip install 'tformer[{extra}]', or from a clone of the repository: pip install -e '.[{extra}]'"
 
 
-__all__ = ["UserError", "install_hint"]
+__all__ = ["OutOfMemory", "UserError", "allocating", "install_hint", "is_allocation_failure", "out_of_memory",
+           "torch_failed_to_load"]

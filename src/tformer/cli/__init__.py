@@ -33,7 +33,8 @@ so `--help` stays quick.
 
 A user error (`tformer.errors.UserError`: bad config, bad file, bad value; or an OSError: a path the system
 refuses, a full disk) prints one line `tformer: error: ...` and exits with 2; any other exception is a bug of
-the package and shows its traceback (exit 1).
+the package and shows its traceback (exit 1), except memory running out (`errors.out_of_memory`), one line naming the
+step it ran out in, and exit 2.
 Numbers and text arguments are typed by `cli.options` (finite, within range, valid UTF-8), so a bad one is
 refused while the arguments are parsed, before anything loads or prints.
 """
@@ -47,7 +48,7 @@ from typing import Any, NoReturn
 
 from tformer.cli import average, classify, convert, lm, recipes, serve, train, translate, viz
 from tformer.cli.shared import HelpFormatter
-from tformer.errors import UserError
+from tformer.errors import UserError, is_allocation_failure, out_of_memory
 
 EXIT_USER_ERROR = 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool that SIGPIPE ended
@@ -71,6 +72,11 @@ def main(argv: list[str] | None = None) -> int:
         else:
             message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         print(f"tformer: error: {message}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except (MemoryError, RuntimeError) as e:  # memory ran out: one line naming the step; other errors are bugs
+        if not is_allocation_failure(e):
+            raise
+        print(f"tformer: error: {out_of_memory(e)}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         print("tformer: interrupted", file=sys.stderr)

@@ -5,7 +5,9 @@ model is, here, rather than each task knowing about devices."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 import torch
@@ -108,9 +110,80 @@ def resolve_dtype(name: str, *, what: str = "--dtype") -> torch.dtype:
 
 def place(model: nn.Module, *, device: str = "cpu", dtype: str = "float32") -> nn.Module:
     """`model` moved to `device` (as `resolve_device(mps=True)` reads it) with its floating-point weights in
-    `dtype`; the names are checked by `check_placement` (call it before a long load to fail first)."""
+    `dtype`; the names are checked by `check_placement` (call it before a long load to fail first). A model
+    larger than a GPU's free memory is refused before it is moved (`check_room`)."""
     where, kind = check_placement(device=device, dtype=dtype)
+    if where.type == "cuda":
+        tensors = {id(t): t for t in [*model.parameters(), *model.buffers()]}.values()
+        needed = sum(t.numel() * (kind.itemsize if t.is_floating_point() else t.element_size()) for t in tensors)
+        check_room(needed, where, what="the model needs {size} for its weights")
     return model.to(device=where, dtype=kind)
+
+
+GIB = 2**30
+
+
+def free_memory(device: torch.device) -> int | None:
+    """The bytes `device` can still allocate, as far as the system says: a GPU's free memory; for the CPU the
+    memory available (/proc/meminfo's MemAvailable, else the free pages), less where a cgroup's memory.max or
+    the process's address-space limit (`ulimit -v`) leaves less; None where it cannot be known (mps)."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    if device.type != "cpu":
+        return None
+    room = [n for n in (_available_ram(), _cgroup_room(), _address_space_room()) if n is not None]
+    return min(room) if room else None
+
+
+def check_room(needed: int, device: torch.device, *, what: str) -> None:
+    """A UserError when `needed` bytes are more than `device` has free (`free_memory`): `what`, with
+    {size} for the size needed, then the size there is, e.g. "the model needs 152.6 GiB for its weights
+    (d_ff=40000000), more than the 22.1 GiB this machine has free"."""
+    free = free_memory(device)
+    if free is None or needed <= free:
+        return
+    there = "this machine" if device.type == "cpu" else str(device)
+    raise UserError(f"{what.format(size=f'{needed / GIB:.1f} GiB')}, more than the {free / GIB:.1f} GiB {there} "
+                    "has free")
+
+
+def _available_ram() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):  # not a POSIX system
+        return None
+
+
+def _cgroup_room() -> int | None:
+    """What a cgroup v2 memory limit leaves (memory.max less memory.current); None without one."""
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        used = Path("/sys/fs/cgroup/memory.current").read_text().strip()
+        return None if limit == "max" else max(0, int(limit) - int(used))
+    except (OSError, ValueError):
+        return None
+
+
+def _address_space_room() -> int | None:
+    """What `ulimit -v` (RLIMIT_AS) leaves this process: the limit less its address space now."""
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit == resource.RLIM_INFINITY:
+            return None
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmSize:"):
+                return max(0, limit - int(line.split()[1]) * 1024)
+        return limit
+    except (ImportError, OSError, ValueError, IndexError):
+        return None
 
 
 def check_placement(*, device: str, dtype: str) -> tuple[torch.device, torch.dtype]:
@@ -123,4 +196,5 @@ def _mps_available() -> bool:
     return bool(backend is not None and backend.is_available())
 
 
-__all__ = ["DTYPES", "check_placement", "device_of", "place", "resolve_device", "resolve_dtype", "to_device"]
+__all__ = ["DTYPES", "GIB", "check_placement", "check_room", "device_of", "free_memory", "place", "resolve_device",
+           "resolve_dtype", "to_device"]

@@ -16,7 +16,7 @@ from tformer.configio import shown
 from tformer.data.device import device_of, to_device
 from tformer.data.lines import check_line_chars, check_line_lengths, normalise_text
 from tformer.data.padding import pad, valid_mask
-from tformer.errors import UserError
+from tformer.errors import UserError, allocating
 from tformer.tokenization import Tokenizer
 
 
@@ -72,8 +72,9 @@ def classify(model: nn.Module, tokenizer: Tokenizer, texts: list[str], *, trunca
     out = torch.empty(len(rows), model.config.n_labels)
     for start in range(0, len(rows), batch_size):
         chunk = rows[start : start + batch_size]
-        batch = to_device(collate_texts(chunk, [0] * len(chunk), pad_id=tokenizer.pad_id), device_of(model))
-        out[start : start + len(chunk)] = model(batch.ids, valid=batch.valid).float().softmax(-1).cpu()
+        with allocating(f"classifying batch {start // batch_size + 1} ({len(chunk)} texts)"):
+            batch = to_device(collate_texts(chunk, [0] * len(chunk), pad_id=tokenizer.pad_id), device_of(model))
+            out[start : start + len(chunk)] = model(batch.ids, valid=batch.valid).float().softmax(-1).cpu()
     return out
 
 

@@ -18,7 +18,7 @@ from tformer.decoding.decoder import Decoder, decoder_of, model_of
 from tformer.decoding.generate import check_max_new_tokens
 from tformer.decoding.search import sample
 from tformer.decoding.settings import SampleConfig, repetition_of
-from tformer.errors import UserError
+from tformer.errors import UserError, allocating
 from tformer.tokenization import Tokenizer
 
 DEFAULT = SampleConfig()  # frozen: one shared default
@@ -141,8 +141,9 @@ def _samples(decoder: Decoder, tokenizer: Tokenizer, prompts: list[str], setting
         for j in range(num_samples):
             drawn = None if settings.seed is None else (settings.seed + k) % 2**64
             show = None if on_text is None else (lambda piece, i=i, j=j: on_text(i, j, piece))
-            text = continue_prompt(decoder, tokenizer, prompt, dataclasses.replace(settings, seed=drawn),
-                                   max_new_tokens=max_new_tokens, on_text=show)
+            with allocating(f"generating sample {j + 1} of prompt {i + 1}"):
+                text = continue_prompt(decoder, tokenizer, prompt, dataclasses.replace(settings, seed=drawn),
+                                       max_new_tokens=max_new_tokens, on_text=show)
             yield Sample(i, j, drawn, text)
             k += 1
 

@@ -18,7 +18,7 @@ from tformer.checkpoints import build_saved, load_config, load_weights, tokenize
 from tformer.config import ModelConfig, family_of
 from tformer.data.device import check_placement, place
 from tformer.decoding.decoder import Decoder
-from tformer.errors import UserError
+from tformer.errors import UserError, allocating
 from tformer.quant import check_mode, quantize
 from tformer.tokenization import Tokenizer, check_vocabulary, load_tokenizer
 
@@ -101,9 +101,10 @@ def load(path: str | Path, *, command: str | None = None, device: str = "cpu", d
     config, model_class = load_config(path)  # read once: the kind, then the model
     if command is not None:
         _check_kind(path, config, model_class, command)
-    model = build_saved(path, config, model_class)
-    load_weights(model, path)
-    model = place(model, device=str(where), dtype=dtype)
+    with allocating("loading the model"):
+        model = build_saved(path, config, model_class)
+        load_weights(model, path)
+        model = place(model, device=str(where), dtype=dtype)
     if tokenizer_dir(path) is None:
         raise UserError(f"checkpoint {path} has no tokenizer/ directory")
     tokenizer = load_tokenizer(path)

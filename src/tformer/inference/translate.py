@@ -31,7 +31,7 @@ from tformer.decoding import Hypothesis
 from tformer.decoding.decoder import Decoder, decoder_of, model_of
 from tformer.decoding.search import best_hypotheses, best_tokens
 from tformer.decoding.settings import DecodeConfig
-from tformer.errors import UserError
+from tformer.errors import UserError, allocating
 from tformer.inference.loaded import check_kind
 from tformer.runs import RunDir
 from tformer.tokenization import Tokenizer
@@ -121,7 +121,8 @@ def encode_sentences(tokenizer: Tokenizer, sentences: Sequence[str], *, max_len:
     (`data.lines.check_line_chars`)."""
     sentences = check_line_chars([normalise_text(s) for s in sentences], max_len=max_len, where=where,
                                  first=first_line, truncate=truncate)
-    ids = tokenizer.encode_batch(sentences)
+    with allocating("encoding the sentences"):
+        ids = tokenizer.encode_batch(sentences)
     if not truncate:
         check_line_lengths(map(len, ids), limit=max_len, max_len=max_len, where=where, first=first_line)
     forced = _prefixes(tokenizer, prefixes, len(sentences), max_len=max_len, where=where, first_line=first_line)
@@ -196,8 +197,9 @@ def _in_batches(model: nn.Module | Decoder, pad_id: int, encoded: Encoded, batch
                file=sys.stderr, disable=not progress, dynamic_ncols=True)
     for start in range(0, len(todo), batch_size):
         chunk = todo[start : start + batch_size]
-        src = pad([ids[i] for i in chunk], pad_id, device=device_of(model_of(model)))  # (B, S)
-        results = search(src, None if forced is None else [forced[i] for i in chunk])
+        with allocating(f"decoding batch {start // batch_size + 1} ({len(chunk)} sentences)"):
+            src = pad([ids[i] for i in chunk], pad_id, device=device_of(model_of(model)))  # (B, S)
+            results = search(src, None if forced is None else [forced[i] for i in chunk])
         for i, result in zip(chunk, results, strict=True):
             out[i] = result
         bar.update(len(chunk))

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from tformer.config import ModelConfig
+from tformer.data.device import check_room
 from tformer.models.presets import build_model
 from tformer.nn.alignment import Alignment
 from tformer.nn.attention import Attention
@@ -33,6 +34,29 @@ def param_count(config: ModelConfig, *, exclude_embeddings: bool = False) -> int
         skip = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
         skip |= {id(p) for n, p in model.named_parameters() if n.endswith("positions.weight")}
     return sum(p.numel() for p in model.parameters() if id(p) not in skip)
+
+
+SIZE_KEYS = ("vocab_size", "src_vocab_size", "d_model", "d_ff", "n_layers", "n_decoder_layers", "max_len")
+
+
+def weight_bytes(config: ModelConfig) -> int:
+    """The bytes of the model `config` describes: its parameters and buffers (each tied tensor once), in the
+    types they are built in (the default float type), counted on the meta device without allocating them."""
+    model = _meta_model(config)
+    tensors = {id(t): t for t in [*model.parameters(), *model.buffers()]}
+    return sum(t.numel() * t.element_size() for t in tensors.values())
+
+
+def check_fits(config: ModelConfig, *, device: torch.device | str | None = None) -> None:
+    """A UserError, before anything is allocated, when the model `config` describes needs more memory for its
+    weights than `device` (default: where tensors are made now, the CPU unless set otherwise) has free:
+    `the model needs 152.6 GiB for its weights (vocab_size=..., d_ff=40000000, ...), more than the 22.1 GiB
+    this machine has free`, naming the config's size keys (`data.device.check_room`)."""
+    device = torch.empty(0).device if device is None else torch.device(device)
+    if device.type == "meta":
+        return
+    keys = ", ".join(f"{k}={getattr(config, k)}" for k in SIZE_KEYS if getattr(config, k, None) is not None)
+    check_room(weight_bytes(config), device, what=f"the model needs {{size}} for its weights ({keys})")
 
 
 def forward_flops_per_token(config: ModelConfig, seq_len: int) -> int:
@@ -83,4 +107,5 @@ def _si(n: float) -> str:
     return str(int(n))
 
 
-__all__ = ["forward_flops_per_token", "model_forward_flops", "model_summary", "param_count", "train_flops_per_token"]
+__all__ = ["SIZE_KEYS", "check_fits", "forward_flops_per_token", "model_forward_flops", "model_summary",
+           "param_count", "train_flops_per_token", "weight_bytes"]

@@ -61,6 +61,11 @@ def merge(base: dict, extra: dict) -> dict:
 
 
 def build_model(config: ModelConfig) -> nn.Module:
-    """The model class for the config's family: EncoderDecoder, BertForPretraining, GPT or RNNEncoderDecoder."""
+    """The model class for the config's family: EncoderDecoder, BertForPretraining, GPT or RNNEncoderDecoder.
+    A model larger than the memory free where it is built is refused first (`calc.check_fits`): the one
+    builder of training, of every checkpoint's loader and of the Python API."""
+    from tformer.models.calc import check_fits  # calc builds on the meta device through this function
+
+    check_fits(config)
     classes = {"seq2seq": EncoderDecoder, "bert": BertForPretraining, "gpt": GPT, "rnn": RNNEncoderDecoder}
     return classes[family_of(config)](config)
