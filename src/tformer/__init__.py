@@ -6,17 +6,15 @@ hyperparameters (d, m, k, h, L, n, ...) and the fixes they list for attention's 
 Transformer, the RNN encoder-decoders with and without attention.
 """
 
-try:  # first: a memory limit too low for torch is said in one line (`errors.torch_failed_to_load`)
-    import torch  # noqa: F401
-except (ImportError, MemoryError) as _failure:
+try:  # a memory limit too low to load torch is said in one line (`errors.torch_failed_to_load`)
+    from tformer.config import BertConfig, GPTConfig, RNNSeq2SeqConfig, Seq2SeqConfig, TransformerConfig
+    from tformer.interop import from_hf, to_hf
+    from tformer.models import GPT, Bert, BertClassifier, BertForPretraining, EncoderDecoder, RNNEncoderDecoder
+    from tformer.models.presets import build_model, preset
+except (ImportError, MemoryError, RuntimeError) as _failure:
     from tformer.errors import torch_failed_to_load
 
     torch_failed_to_load(_failure)
-
-from tformer.config import BertConfig, GPTConfig, RNNSeq2SeqConfig, Seq2SeqConfig, TransformerConfig
-from tformer.interop import from_hf, to_hf
-from tformer.models import GPT, Bert, BertClassifier, BertForPretraining, EncoderDecoder, RNNEncoderDecoder
-from tformer.models.presets import build_model, preset
 
 __all__ = [
     "GPT", "Bert", "BertClassifier", "BertConfig", "BertForPretraining", "EncoderDecoder", "GPTConfig",

@@ -73,14 +73,16 @@ def allocating(step: str) -> Iterator[None]:
 
 
 def torch_failed_to_load(e: BaseException) -> None:
-    """Raise for `import torch` that failed with `e`. Under a memory limit (`ulimit -v`) torch's libraries cannot
-    be mapped ("failed to map segment", a MemoryError): that is said in one line, `tformer: error: ...` and exit
-    code 2 when the command line is running, an ImportError of that line for a program that imports tformer.
-    Any other failure goes on as it is."""
-    if not is_allocation_failure(e):
+    """Raise for the import of tformer (and torch under it) that failed with `e`. Under a memory limit
+    (`ulimit -v`) torch's libraries cannot be mapped ("failed to map segment", a MemoryError, "std::bad_alloc"):
+    that is said in one line, `tformer: error: ...` and exit code 2 when the command line is running, an
+    ImportError of that line for a program that imports tformer. Any other failure goes on as it is."""
+    if not (is_allocation_failure(e) or isinstance(e, ImportError) and ALLOCATION_FAILED.search(str(e))):
         raise e
-    message = f"the memory limit is too low to load torch ({type(e).__name__}: {str(e) or 'out of memory'}); " \
-              "raise it (ulimit -v) or free memory"
+    said = next((line.strip() for line in str(e).splitlines() if ALLOCATION_FAILED.search(line)), "") or \
+        (str(e).strip().splitlines() or ["out of memory"])[0]
+    message = f"the memory limit is too low to load torch ({type(e).__name__}: {said}); raise it (ulimit -v) or " \
+              "free memory"
     argv = list(getattr(sys, "orig_argv", sys.argv))
     running_cli = sys.argv[0].endswith("tformer") or any(argv[i:i + 2] == ["-m", "tformer"] for i in range(len(argv)))
     if running_cli:
