@@ -4,11 +4,16 @@ and exit 2; anything else is a bug of ours and keeps its traceback."""
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+import torch
 
 from tformer.cli import main
-from tformer.errors import UserError
+from tformer.errors import OutOfMemory, UserError, allocating
 
 
 def failing(monkeypatch: pytest.MonkeyPatch, error: BaseException) -> None:
@@ -45,3 +50,46 @@ def test_anything_else_is_our_bug_and_keeps_its_traceback(monkeypatch: pytest.Mo
 
 def test_user_error_is_a_value_error() -> None:
     assert issubclass(UserError, ValueError)  # callers' `except ValueError` keeps catching it
+
+
+@pytest.mark.parametrize("error, said", [
+    (MemoryError(), "out of memory while decoding batch 2; give it less at a time"),
+    (RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 3221225472 bytes."),
+     "out of memory while decoding batch 2 (it asked for 3.0 GiB more)"),
+    (RuntimeError("std::bad_alloc"), "out of memory while decoding batch 2;"),
+    (torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB"),
+     "out of memory while decoding batch 2 (it asked for 20.00 GiB more)"),
+])
+def test_an_allocation_failure_names_its_step(error: BaseException, said: str) -> None:
+    with pytest.raises(OutOfMemory) as caught, allocating("decoding batch 2"):
+        raise error
+    assert str(caught.value).startswith(said) and "\n" not in str(caught.value)
+
+
+def test_other_errors_pass_through_the_step() -> None:
+    with pytest.raises(RuntimeError, match="^shapes"), allocating("decoding batch 2"):
+        raise RuntimeError("shapes (2x3) and (4x5) cannot be multiplied")
+
+
+def test_memory_running_out_is_one_line_and_exit_2(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    failing(monkeypatch, MemoryError("std::bad_alloc"))
+    assert main(["recipes", "list"]) == 2
+    assert capsys.readouterr().err.startswith("tformer: error: out of memory; give it less at a time")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is enforced by Linux")
+def test_a_memory_limit_too_low_for_torch_is_one_line() -> None:
+    """Under `ulimit -v` of 300 MB torch's libraries cannot even be mapped: one line and exit 2, not the
+    ImportError's traceback."""
+    import resource
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (300 * 2**20, resource.getrlimit(resource.RLIMIT_AS)[1]))
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-m", "tformer", "recipes", "list"], preexec_fn=limit, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("tformer: error: the memory limit is too low to load torch (")
+    assert done.stderr.count("\n") == 1 and done.stdout == ""

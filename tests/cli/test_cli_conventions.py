@@ -292,3 +292,21 @@ def test_evaluate_json_and_hypotheses(run_dir: Path, tmp_path: Path, capsys: pyt
     assert main(["evaluate", "--checkpoint", str(run_dir / "best"), "--split", "valid", "--beam", "2", "--json",
                  "-o", str(report_file)]) == 0
     assert capsys.readouterr().out == "" and json.loads(report_file.read_text()) == report
+
+
+def test_the_lines_before_a_bad_line_of_a_pipe_are_answered_first(world: World, capsys: pytest.CaptureFixture,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """1,000 lines piped at once, line 600 not UTF-8: lines 1-599 are translated and printed, then the one
+    line naming line 600, exit 2; the answers are those the good lines get alone."""
+    good = b"the cat sees a dog\n" * 599
+    pipe_stdin(monkeypatch, good + b"the \xff dog\n" + b"a red house\n" * 400)
+    argv = ["translate", "--checkpoint", str(world.s2s), "--beam", "1", "--batch-size", "64"]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    sys.stdin.close()
+    assert out.count("\n") == 599
+    assert err == "tformer: error: stdin:600: not valid UTF-8 (byte 0xff at column 5); the text must be UTF-8\n"
+    pipe_stdin(monkeypatch, good)
+    assert main(argv) == 0
+    assert capsys.readouterr().out == out
+    sys.stdin.close()

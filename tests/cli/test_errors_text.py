@@ -7,6 +7,7 @@ is a symbolic link, a FIFO or a pipe) are tested below the cases."""
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import os
 import sys
@@ -14,7 +15,21 @@ import threading
 from pathlib import Path
 
 import pytest
-from catalogue import LONG, NOT_UTF8, Case, Ctx, World, generate, in_catalogue, run_case, score, translate
+import torch
+from catalogue import (
+    LONG,
+    NOT_UTF8,
+    Case,
+    Ctx,
+    World,
+    edited_config,
+    generate,
+    in_catalogue,
+    run_case,
+    score,
+    some_input,
+    translate,
+)
 
 from tformer.cli import main
 
@@ -54,6 +69,22 @@ def link_into_read_only(c: Ctx) -> str:
 
 
 TWO_LONG = f"the cat\n{LONG}\n".encode()
+HUGE_LINE = "the cat " * 40_000  # 320,000 characters: more than max_len=32 tokens at any tokenization
+
+
+def failing_at(c: Ctx, target: str, error: BaseException, argv: list[str]) -> list[str]:
+    """`argv`, run with the function `target` (module.name) raising `error`, as an allocation would."""
+    def fail(*args: object, **kwargs: object) -> None:
+        raise error
+
+    module, name = target.rsplit(".", 1)
+    importlib.import_module(module)
+    c.monkeypatch.setattr(sys.modules[module], name, fail)
+    return argv
+
+
+CPU_ALLOC = RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: you "
+                         "tried to allocate 160000000000 bytes. Error code 12 (Cannot allocate memory)")
 
 CASES = [
     # case 1: bytes that are not UTF-8, on stdin as in a file, and where they are
@@ -91,6 +122,41 @@ CASES = [
          ("{tmp}/p.tsv:3: the source is 120 tokens",)),
     Case("score-pair-without-tab-after-blank-lines", lambda c: score(c, "p.tsv", "\nthe cat\tdie Katze\n\nthe dog\n"),
          ("{tmp}/p.tsv:4: expected source<TAB>target",)),
+    # round four, memory and inputs at scale: a line, an input, a model, an allocation too large
+    Case("translate-input-dev-zero", lambda c: translate(c, "--input", "/dev/zero"),
+         ("/dev/zero:1: the line is longer than 4194304 bytes (4 MiB), the most a line may hold",)),
+    Case("translate-stdin-line-longer-than-any-tokenization",
+         lambda c: piped(c, f"the cat\n{HUGE_LINE}\n".encode(), translate(c)),
+         ("stdin:2: the line is 320000 characters, more than the model's context max_len=32 can hold (3200, at 100 "
+          "characters a token); shorten it, or cut it to the context on purpose (--truncate)",)),
+    Case("classify-line-longer-than-any-tokenization",
+         lambda c: classify(c, "--input", c.file("in.txt", f"{HUGE_LINE}\n")),
+         ("{tmp}/in.txt:1: the line is 320000 characters", "(--truncate)")),
+    Case("generate-prompt-longer-than-any-tokenization", lambda c: generate(c, prompt=HUGE_LINE),
+         ("the prompt is 320000 characters, more than the model's context max_len=32 can hold",)),
+    Case("score-source-longer-than-any-tokenization", lambda c: score(c, "p.tsv", f"{HUGE_LINE}\tdie Katze\n"),
+         ("{tmp}/p.tsv:1: the source is 320000 characters",)),
+    Case("translate-checkpoint-larger-than-memory",
+         lambda c: translate(c, *some_input(c), checkpoint=edited_config(c, c.w.s2s, d_ff=4_000_000_000)),
+         ("the model needs ", " GiB for its weights (", "d_ff=4000000000", "GiB this machine has free")),
+    Case("train-model-larger-than-memory", lambda c: c.train("model.overrides.d_ff=4000000000"),
+         ("the model needs ", "d_ff=4000000000", "GiB this machine has free")),
+    Case("translate-allocation-fails-decoding",
+         lambda c: failing_at(c, "tformer.inference.translate.best_tokens", CPU_ALLOC, translate(c, *some_input(c))),
+         ("out of memory while decoding batch 1 (1 sentences) (it asked for 149.0 GiB more); give it less at a time",)),
+    Case("translate-allocation-fails-loading",
+         lambda c: failing_at(c, "tformer.inference.loaded.load_weights", MemoryError("std::bad_alloc"),
+                              translate(c, *some_input(c))),
+         ("out of memory while loading the model; give it less at a time",)),
+    Case("classify-cuda-out-of-memory",
+         lambda c: failing_at(c, "tformer.inference.classify.collate_texts",
+                              torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0)"),
+                              classify(c, *some_input(c))),
+         ("out of memory while classifying batch 1 (1 texts) (it asked for 2.00 GiB more)",)),
+    Case("generate-allocation-fails-unnamed",
+         lambda c: failing_at(c, "tformer.cli.shared.unknown_warner", RuntimeError("std::bad_alloc"),
+                              generate(c, "--max-new-tokens", "1")),
+         ("out of memory; give it less at a time",)),
     # case 10: numbers on the command line: finite, in range, refused while the arguments are parsed
     Case("translate-lenpen-nan", lambda c: translate(c, "--lenpen", "nan"),
          ("argument --lenpen: 'nan' is not a finite number",)),
@@ -255,3 +321,33 @@ def test_plot_out_through_a_symlink(world: World, tmp_path: Path, capsys: pytest
     run(["plot", "attention", "--checkpoint", str(world.gpt), "--text", "In", "--out", str(tmp_path / "link.png")],
         capsys)
     assert (tmp_path / "link.png").is_symlink() and (tmp_path / "real.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_huge_line_is_cut_with_truncate(world: World, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A line longer than any tokenization fits is cut to the context with --truncate, as a long line is."""
+    file = tmp_path / "in.txt"
+    file.write_text(f"{HUGE_LINE}\nthe cat\n", encoding="utf-8")
+    for argv in (["translate", "--checkpoint", str(world.s2s), "--beam", "1"],
+                 ["classify", "--checkpoint", str(world.clf)]):
+        out = run([*argv, "--input", str(file), "--truncate"], capsys)
+        assert out.count("\n") == 2
+        assert out.split("\n")[0] == run([*argv, "--input", c_file(tmp_path, HUGE_LINE[:3200]), "--truncate"],
+                                         capsys).split("\n")[0]
+
+
+def c_file(tmp_path: Path, text: str) -> str:
+    (tmp_path / "one.txt").write_text(text + "\n", encoding="utf-8")
+    return str(tmp_path / "one.txt")
+
+
+def test_a_bug_that_is_not_about_memory_keeps_its_traceback(world: World, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only allocation failures are one line: any other RuntimeError is a bug and goes on."""
+    def fail(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)")
+
+    monkeypatch.setattr(sys.modules["tformer.inference.translate"], "best_tokens", fail)
+    file = tmp_path / "in.txt"
+    file.write_text("the cat\n", encoding="utf-8")
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
+        main(["translate", "--checkpoint", str(world.s2s), "--input", str(file)])

@@ -12,10 +12,13 @@ from pathlib import Path
 
 import pytest
 
+import tformer.data.lines as lines_module
 from tformer.data.labelled import read_labelled
 from tformer.data.lines import (
     DataError,
+    LineReader,
     LineTooLong,
+    check_line_chars,
     check_line_lengths,
     decode_utf8,
     format_lines,
@@ -195,3 +198,56 @@ def test_a_missing_file_is_named_alike(tmp_path: Path) -> None:
     for read, _ in JSONL_READERS[:1] + JSONL_READERS[2:4]:
         with pytest.raises(DataError, match=rf"^{re.escape(str(path))}: no such file$"):
             read(path)
+
+
+def test_a_line_longer_than_the_cap_is_refused_without_reading_it_whole(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line without its end after MAX_LINE_BYTES is refused by the reader, from a file, stdin or a pipe, the
+    lines before it read (and from a pipe, yielded) first; /dev/zero, one endless line, at the real cap."""
+    monkeypatch.setattr(lines_module, "MAX_LINE_BYTES", 1000)
+    data = b"one\ntwo\n" + b"x" * 300_000  # a few hundred KB, no line end
+    (tmp_path / "in.txt").write_bytes(data)
+    message = "in.txt:3: the line is longer than 1000 bytes (1000 bytes), the most a line may hold"
+    with pytest.raises(DataError, match=re.escape(message)):
+        read_lines(tmp_path / "in.txt")
+    read, write = os.pipe()
+    os.write(write, data[:60_000])  # what a pipe holds; the writer is still there
+    with os.fdopen(read, "rb") as pipe:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(pipe, encoding="utf-8"))
+        batches = line_batches(None, max_batch=10)
+        assert next(batches) == ["one", "two"]
+        with pytest.raises(DataError, match="^stdin:3: the line is longer than 1000 bytes"):
+            next(batches)
+    os.close(write)
+    monkeypatch.undo()
+    if Path("/dev/zero").exists():
+        with pytest.raises(DataError, match=r"^/dev/zero:1: the line is longer than 4194304 bytes \(4 MiB\)"):
+            read_lines("/dev/zero")
+
+
+def test_a_line_just_at_the_cap_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lines_module, "MAX_LINE_BYTES", 1000)
+    (tmp_path / "in.txt").write_bytes(b"a" * 1000 + b"\n" + b"b" * 1000)
+    assert read_lines(tmp_path / "in.txt") == ["a" * 1000, "b" * 1000]
+    (tmp_path / "in.txt").write_bytes(b"a" * 1001 + b"\n")
+    with pytest.raises(DataError, match="in.txt:1: the line is longer than 1000 bytes"):
+        read_lines(tmp_path / "in.txt")
+
+
+def test_the_reader_gives_the_lines_before_a_bad_one() -> None:
+    """Pushed in pieces cut anywhere (inside a character, a line end), the lines come whole and numbered from
+    the start; a bad byte stops the reading after the lines before its line."""
+    reader = LineReader("in")
+    data = "één\r\ntwo\n".encode() + b"ok\nbad \xff\nlater\n"
+    got = [line for i in range(0, len(data), 3) for line in reader.push(data[i : i + 3])]
+    assert got == ["één", "two", "ok"]
+    assert str(reader.error) == "in:4: not valid UTF-8 (byte 0xff at column 5); the text must be UTF-8"
+    assert reader.push(b"more\n", eof=True) == []
+
+
+def test_check_line_chars_refuses_or_cuts_before_tokenizing() -> None:
+    assert check_line_chars(["ab", "c" * 200], max_len=2, where="in") == ["ab", "c" * 200]
+    with pytest.raises(LineTooLong, match=r"^in:4: the line is 201 characters, more than the model's context "
+                                          r"max_len=2 can hold \(200, at 100 characters a token\)"):
+        check_line_chars(["ab", "c" * 201], max_len=2, where="in", first=3)
+    assert check_line_chars(["ab", "c" * 201], max_len=2, where="in", truncate=True) == ["ab", "c" * 200]
