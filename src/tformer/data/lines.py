@@ -14,6 +14,11 @@ from every line, the server from every text it is sent, and the library's infere
 are given, so "\\ufeffIn the beginning" is answered as "In the beginning" and a line that is only a mark is an
 empty line. A U+FEFF inside a text is a zero-width no-break space, and stays.
 
+Every input is read in pieces (`LineReader`), never whole: a line of more than MAX_LINE_BYTES (4 MiB) is
+refused once that much of it has come, so /dev/zero is one line refused, not a MemoryError; a bad line stops
+the reading after the lines before it, which a command reading a pipe answers first. A line longer than a
+model's context at any tokenization (`check_line_chars`, CHARS_PER_TOKEN) is refused before it is tokenized.
+
 Also the one UTF-8 decoder of a user's file (`decode_utf8`, `read_utf8`: every reader in `tformer.data`
 calls it) and the one JSON Lines reader (`read_jsonl_records`), so that a bad byte or a bad record line
 gets one message, whichever reader meets it:
