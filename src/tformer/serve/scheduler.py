@@ -11,10 +11,10 @@ whole batch, and a batch is never held up by its longest member. What a step doe
 (`Stepped`: /generate's is `endpoints.generate.Stepper`, over `decoding.continuous.Running`); the scheduler
 knows only works, their cost in tokens and the keys it gives them.
 
-A step's tokens are one per live request plus the prompts admitted in it. The first waiting request is
-admitted whenever a row is free, however long its prompt (so that a long one cannot starve); the others of the
-same step only while the total stays within max_step_tokens, so a burst of long prompts is spread over several
-steps rather than stalling every live stream for one long prefill.
+A step's tokens are the prompts admitted in it plus one per live request (those just admitted included). The
+first waiting request is admitted whenever a row is free, however long its prompt (so that a long one cannot
+starve); the others of the same step only while the total stays within max_step_tokens, so a burst of long
+prompts is spread over several steps rather than stalling every live stream for one long prefill.
 
 Every step runs in the model's thread, the one the micro-batcher uses too (the app hands both the same), so
 nothing runs the model concurrently and the event loop keeps answering meanwhile. An error of one request (its
@@ -127,7 +127,7 @@ class Scheduler:
             if future.done():  # its client went away while it waited
                 self._waiting.popleft()
                 continue
-            cost = self.batch.cost(job.work)
+            cost = self.batch.cost(job.work) + 1  # its prompt, then its first decode step
             if admitted and tokens + cost > self.max_step_tokens:
                 break
             self._waiting.popleft()
@@ -141,10 +141,10 @@ class Scheduler:
         """In the model's thread: drop, admit, one step; what ended."""
         for key in dropped:
             self.batch.drop(key)
-        tokens = sum(self.batch.cost(work) for _, work in admitted) + self.batch.live
         for key, work in admitted:
             self.batch.admit(key, work)
         live = self.batch.live
+        tokens = sum(self.batch.cost(work) for _, work in admitted) + live
         self.batch.step()
         self.steps += 1
         self.requests += len(admitted)
