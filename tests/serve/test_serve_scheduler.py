@@ -248,3 +248,13 @@ def test_staggered_generations_each_equal_the_library_alone(checkpoints: dict[st
     answers, pieces, stats = asyncio.run(main())
     assert [a["text"] for a in answers] == alone == ["".join(p) for p in pieces]
     assert stats["largest"] == rows and stats["requests"] == len(ARRIVALS)
+
+
+def test_limits_take_only_the_known_ways_of_batching_generations() -> None:
+    from tformer.errors import UserError
+
+    assert Limits().generate_batching == "continuous"
+    with pytest.raises(UserError, match="--generate-batching='eager' is not allowed; choose continuous or micro"):
+        Limits(generate_batching="eager")
+    with pytest.raises(UserError, match="--max-step-tokens=0 must be a positive integer"):
+        Limits(max_step_tokens=0)
