@@ -1,5 +1,6 @@
 """Load on `tformer serve`: throughput and latency of /translate under concurrent clients, with micro-batching
-and without it, and a check that every request got its own answer.
+and without it, or of /generate with continuous batching and with micro-batching (`--mode generate`), and a
+check that every request got its own answer.
 
     python -m benchmarks.serve_load [--checkpoint DIR] [--requests 96] [--clients 1,4,16] [--max-batch 16]
         [--batch-wait-ms 5] [--texts 1] [--beam N] [--sentences FILE] [--device cpu] [--out FILE] [--quick]
@@ -24,6 +25,31 @@ number of clients.
 Without --checkpoint a small translator is trained first (a made-up word-for-word English->German corpus,
 a few hundred steps; --quick: a few steps) in a temporary directory. Sentences: --sentences FILE (one a
 line), else the test split of the checkpoint's run (its recipe.yaml), else the made-up corpus's.
+
+Generation (`--mode generate`): continuous batching against today's micro-batching, the same load on each
+
+    python -m benchmarks.serve_load --mode generate [--checkpoint GPT] [--requests 256] [--clients 32,128]
+        [--max-batch 32] [--new-tokens 16,256] [--think-ms 100] [--batching continuous,micro] [--device cpu]
+
+Each server is `tformer serve --generate-batching continuous` or `micro` in its own process (one after the
+other, the same --max-batch, --batch-wait-ms and --max-new-tokens). C clients each send their share of
+`--requests` streamed greedy requests, one after another, each after an exponential pause of mean
+`--think-ms` (so each client's requests arrive as a Poisson process, at most C in flight); a request's prompt
+is a made-up sentence and its max_new_tokens is drawn uniformly from `--new-tokens` LOW,HIGH (seeded: every
+server gets the same requests, in the same order, with the same pauses). Reported per server and number of
+clients: tokens/s (the tokens answered over the wall time from the first sent to the last answered), time to
+first token (send to the first `token` event) and inter-token latency (between a stream's successive `token`
+events) at p50 and p99, and how many answers were right: status 200, the `done` text equal to the same
+request decoded alone by the library in this process (`inference.continue_prompt`, greedy), and the streamed
+pieces the start of it (all of it, but for an unfinished character the stream holds back at the end). The
+ratio is continuous over micro tokens/s at the largest C. Both servers get two warm-up requests first.
+
+The GPT: --checkpoint (a GPT checkpoint, such as `benchmarks.bench_models.gpt`'s trained one), else a randomly
+initialised GPT of GPT-2's shape (6 layers, d 512, 8 heads, d_ff 2048, context 512) with a character
+tokenizer, written to a temporary directory, so that the bench is self-contained (--quick: 1 layer, d 32).
+Its weights are drawn wide (normal, std 0.5), so that its logits are spread out and a greedy tie, where
+rounding alone could pick either token, is rare. An untrained model rarely writes its end-of-text token, so
+most continuations run to their max_new_tokens: the mix of lengths is the draw's.
 """
 
 from __future__ import annotations
@@ -51,6 +77,10 @@ import torch
 from benchmarks.common import apply_quick, device_arg, write_json
 
 QUICK = dict(requests=12, clients="1,4", max_batch=4, train_steps=20)
+GENERATE = dict(requests=256, clients="32,128", max_batch=32)  # --mode generate's defaults
+QUICK_GENERATE = dict(requests=8, clients="4", max_batch=4, new_tokens="2,6", think_ms=5.0)
+GPT_SHAPE = dict(n_layers=6, d_model=512, n_heads=8, d_ff=2048, max_len=512)
+QUICK_GPT_SHAPE = dict(n_layers=1, d_model=32, n_heads=2, d_ff=64, max_len=64)
 WORDS = "the a house cat dog sees big small red blue runs sleeps old man woman child".split()
 GERMAN = dict(zip(WORDS, "der ein Haus Katze Hund sieht gross klein rot blau rennt schlaeft alt Mann Frau "
                          "Kind".split(), strict=True))
@@ -70,12 +100,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--train-steps", type=int, default=300, help="steps of the translator trained without --checkpoint")
     p.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     p.add_argument("--quick", action="store_true", help="a smoke run: a few requests, 1 and 4 clients")
+    p.add_argument("--mode", choices=("translate", "generate"), default="translate")
+    p.add_argument("--new-tokens", default="16,256", help="generate: max_new_tokens drawn from LOW,HIGH")
+    p.add_argument("--think-ms", type=float, default=100.0, help="generate: a client's mean pause before a request")
+    p.add_argument("--batching", default="continuous,micro", help="generate: the servers' --generate-batching")
+    p.add_argument("--max-step-tokens", type=int, default=512, help="generate: the continuous server's cap")
+    p.add_argument("--seed", type=int, default=0, help="generate: the draws of lengths, prompts and pauses")
     args = p.parse_args(argv)
-    if args.quick:
+    if args.mode == "generate":
+        if args.quick:
+            apply_quick(p, args, QUICK_GENERATE)
+        apply_quick(p, args, GENERATE)
+    elif args.quick:
         apply_quick(p, args, QUICK)
     args.client_counts = [int(c) for c in str(args.clients).split(",")]
     if args.requests < 1 or args.texts < 1 or min(args.client_counts) < 1:
         p.error("--requests, --texts and every --clients count must be positive")
+    low, _, high = str(args.new_tokens).partition(",")
+    args.new_range = (int(low), int(high or low))
+    if not 1 <= args.new_range[0] <= args.new_range[1]:
+        p.error(f"--new-tokens {args.new_tokens}: give LOW,HIGH with 1 <= LOW <= HIGH")
+    args.batchings = str(args.batching).split(",")
     if args.texts > args.max_batch:
         p.error(f"--texts {args.texts} is more than --max-batch {args.max_batch}: the server refuses such requests")
     return args
@@ -230,6 +275,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from tformer import inference
 
     args = parse_args(argv)
+    if args.mode == "generate":
+        return main_generate(args)
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = args.checkpoint
         if checkpoint is None:
@@ -265,9 +312,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     single = next(r for r in rows if r["server"] == "one at a time")
     result = {"args": {k: v for k, v in vars(args).items() if k != "client_counts"}, "checkpoint": str(checkpoint),
               "decode": {"beam": decode.beam, "lenpen": decode.lenpen}, "alone_s": alone_s,
-              "machine": {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
-                          "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "torch": torch.__version__,
-                          "nice": os.nice(0)},
+              "machine": machine_info(),
               "results": rows, "ratio": batched["requests_per_s"] / single["requests_per_s"],
               "all_right": all(r["right"] == r["requests"] for r in rows)}
     print()
@@ -293,6 +338,175 @@ def markdown_table(result: dict[str, Any]) -> str:
                      f"{r['right']}/{r['requests']} |")
     most = max(r["clients"] for r in result["results"])
     lines.append(f"\nmicro-batching / one at a time, at {most} clients: {result['ratio']:.2f}x requests/s")
+    return "\n".join(lines)
+
+
+# --- generation: continuous batching against micro-batching ---------------------------------------------
+
+
+def random_gpt(root: Path, quick: bool) -> Path:
+    """A randomly initialised GPT (GPT-2's shape; `quick`: tiny) with a character tokenizer, saved at ROOT/gpt."""
+    import tformer
+    from tformer.tokenization import CharTokenizer
+    from tformer.training.checkpoint import save_checkpoint
+
+    torch.manual_seed(0)
+    chars = CharTokenizer.train([" ".join(WORDS)])
+    config = tformer.preset("gpt-tiny", {**(QUICK_GPT_SHAPE if quick else GPT_SHAPE), "vocab_size": chars.vocab_size,
+                                         "bos_id": chars.eos_id, "eos_id": chars.eos_id,
+                                         "init": {"kind": "normal", "std": 0.5}})
+    save_checkpoint(root / "gpt", model=tformer.build_model(config), config=config, tokenizer=chars)
+    return root / "gpt"
+
+
+def generation_bodies(args: argparse.Namespace) -> list[dict]:
+    """--requests streamed greedy requests: a made-up prompt of 2 to 8 words, max_new_tokens from --new-tokens."""
+    rng = random.Random(args.seed)
+    return [{"prompt": " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 8))), "temperature": 0,
+             "max_new_tokens": rng.randint(*args.new_range), "stream": True} for _ in range(args.requests)]
+
+
+def stream(connection: http.client.HTTPConnection, body: dict) -> dict[str, Any]:
+    """One streamed /generate: its status, the send time, each `token` event's piece and arrival time, and
+    the `done` answer (or the `error`)."""
+    sent = time.perf_counter()
+    connection.request("POST", "/generate", body=json.dumps(body).encode(),
+                       headers={"Content-Type": "application/json"})
+    response = connection.getresponse()
+    out: dict[str, Any] = {"status": response.status, "sent": sent, "pieces": [], "times": [], "done": None}
+    if response.status != 200:
+        out["done"] = json.loads(response.read())
+        return out
+    name = None
+    for line in response:  # "event: NAME", "data: JSON", "" between events
+        line = line.decode().rstrip("\n")
+        if line.startswith("event: "):
+            name = line[len("event: "):]
+        elif line.startswith("data: "):
+            data = json.loads(line[len("data: "):])
+            if name == "token":
+                out["pieces"].append(data["text"])
+                out["times"].append(time.perf_counter())
+            else:
+                out["done"] = {name: data}
+    return out
+
+
+def generation_load(url: str, bodies: list[dict], clients: int, think_s: float, seed: int) -> dict[str, Any]:
+    """Send `bodies` from `clients` threads (client c sends bodies c, c + clients, ..., each after a pause
+    drawn from Exp(mean `think_s`), seeded per client); every stream and the wall time."""
+    streams: list[Any] = [None] * len(bodies)
+    barrier = threading.Barrier(clients + 1)
+
+    def client(c: int) -> None:
+        rng = random.Random(seed * 100_003 + c)
+        connection = connect(url)
+        barrier.wait()
+        for i in range(c, len(bodies), clients):
+            time.sleep(rng.expovariate(1 / think_s) if think_s > 0 else 0)
+            try:
+                streams[i] = stream(connection, bodies[i])
+            except (OSError, http.client.HTTPException, json.JSONDecodeError) as e:
+                streams[i] = {"status": None, "error": repr(e)}
+                connection.close()
+                connection = connect(url)
+        connection.close()
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for t in threads:
+        t.join()
+    return {"streams": streams, "wall": time.perf_counter() - start}
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else float("nan")
+
+
+def generation_measure(url: str, bodies: list[dict], expected: list[str], clients: int,
+                       args: argparse.Namespace) -> dict[str, Any]:
+    run = generation_load(url, bodies, clients, args.think_ms / 1000, args.seed)
+    right, tokens, first, gaps = [], 0, [], []
+    for s, want in zip(run["streams"], expected, strict=True):
+        done = (s.get("done") or {}).get("done") if s["status"] == 200 else None
+        right.append(done is not None and done["text"] == want and want.startswith("".join(s["pieces"])))
+        if done is not None:
+            tokens += done["tokens"]
+        if s.get("times"):
+            first.append((s["times"][0] - s["sent"]) * 1000)
+            gaps += [(b - a) * 1000 for a, b in zip(s["times"], s["times"][1:], strict=False)]
+    n = len(bodies)
+    return {"clients": clients, "requests": n, "answered": sum(s["status"] == 200 for s in run["streams"]),
+            "right": sum(right), "wall_s": run["wall"], "tokens": tokens, "tokens_per_s": tokens / run["wall"],
+            "ttft_p50_ms": percentile(first, 0.5), "ttft_p99_ms": percentile(first, 0.99),
+            "itl_p50_ms": percentile(gaps, 0.5), "itl_p99_ms": percentile(gaps, 0.99),
+            "wrong": [i for i, ok in enumerate(right) if not ok][:10]}
+
+
+def main_generate(args: argparse.Namespace) -> dict[str, Any]:
+    from tformer import inference
+    from tformer.decoding import SampleConfig
+
+    with tempfile.TemporaryDirectory() as tmp:
+        checkpoint = args.checkpoint or random_gpt(Path(tmp), args.quick)
+        bodies = generation_bodies(args)
+        loaded = inference.load(checkpoint, command="generate", device=args.device)
+        print(f"generating {len(bodies)} continuations alone (the reference) ...", flush=True)
+        expected = [inference.continue_prompt(loaded.decoder, loaded.tokenizer, b["prompt"],
+                                              SampleConfig(temperature=0.0), max_new_tokens=b["max_new_tokens"])
+                    for b in bodies]
+        del loaded
+        rows = []
+        for batching in args.batchings:
+            options = ["--device", args.device, "--max-batch", str(args.max_batch), "--batch-wait-ms",
+                       str(args.batch_wait_ms), "--max-new-tokens", str(args.new_range[1]), "--generate-batching",
+                       batching, "--max-step-tokens", str(args.max_step_tokens)]
+            with Server(checkpoint, options) as url:
+                generation_load(url, bodies[:2], 1, 0.0, args.seed)  # warm-up
+                for clients in args.client_counts:
+                    row = {"server": batching, **generation_measure(url, bodies, expected, clients, args)}
+                    rows.append(row)
+                    print(format_generation_row(row), flush=True)
+    most = max(args.client_counts)
+    at_most = {r["server"]: r for r in rows if r["clients"] == most}
+    ratio = (at_most["continuous"]["tokens_per_s"] / at_most["micro"]["tokens_per_s"]
+             if {"continuous", "micro"} <= set(at_most) else None)
+    result = {"args": {k: v for k, v in vars(args).items() if k not in ("client_counts", "new_range", "batchings")},
+              "checkpoint": str(args.checkpoint) if args.checkpoint else "random GPT", "machine": machine_info(),
+              "results": rows, "ratio": ratio, "all_right": all(r["right"] == r["requests"] for r in rows)}
+    print()
+    print(generation_table(result))
+    if args.out:
+        write_json(args.out, result)
+        print(f"\nwritten to {args.out}")
+    return result
+
+
+def machine_info() -> dict[str, Any]:
+    return {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
+            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "torch": torch.__version__, "nice": os.nice(0)}
+
+
+def format_generation_row(r: dict[str, Any]) -> str:
+    return (f"{r['server']:>10} | {r['clients']:>3} clients | {r['tokens_per_s']:8.1f} tokens/s | "
+            f"TTFT p50 {r['ttft_p50_ms']:7.1f} p99 {r['ttft_p99_ms']:7.1f} ms | "
+            f"ITL p50 {r['itl_p50_ms']:6.1f} p99 {r['itl_p99_ms']:6.1f} ms | right {r['right']}/{r['requests']}")
+
+
+def generation_table(result: dict[str, Any]) -> str:
+    lines = ["| server | clients | tokens/s | TTFT p50 | TTFT p99 | ITL p50 | ITL p99 | right answers |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in result["results"]:
+        lines.append(f"| {r['server']} | {r['clients']} | {r['tokens_per_s']:.1f} | {r['ttft_p50_ms']:.0f} ms | "
+                     f"{r['ttft_p99_ms']:.0f} ms | {r['itl_p50_ms']:.1f} ms | {r['itl_p99_ms']:.1f} ms | "
+                     f"{r['right']}/{r['requests']} |")
+    if result["ratio"] is not None:
+        most = max(r["clients"] for r in result["results"])
+        lines.append(f"\ncontinuous / micro-batching, at {most} clients: {result['ratio']:.2f}x tokens/s")
     return "\n".join(lines)
 
 

@@ -1,5 +1,6 @@
 """benchmarks/serve_load.py --quick: it trains a small translator, loads a real `tformer serve` subprocess with
-and without micro-batching, and every request gets its own answer (the same as its sentence decoded alone)."""
+and without micro-batching, and every request gets its own answer (the same as its sentence decoded alone); with
+--mode generate, a tiny random GPT served with continuous batching and with micro-batching, the same."""
 
 import io
 import json
@@ -24,3 +25,20 @@ def test_serve_load_quick(tmp_path: Path) -> None:
     assert result["all_right"] and result["ratio"] > 0
     assert json.loads(out.read_text())["results"][0]["right"] == 12
     assert "| micro-batching | 4 |" in printed.getvalue()
+
+
+def test_serve_load_generate_quick(tmp_path: Path) -> None:
+    """--mode generate --quick: a tiny random GPT served with continuous batching and with micro-batching, each
+    in its own process, 4 clients streaming 8 greedy requests of 2 to 6 new tokens; every answer equal to the
+    library's alone, and every reported figure there."""
+    out = tmp_path / "generate.json"
+    with redirect_stdout(io.StringIO()) as printed:
+        result = serve_load.main(["--mode", "generate", "--quick", "--out", str(out)])
+    assert [(r["server"], r["clients"]) for r in result["results"]] == [("continuous", 4), ("micro", 4)]
+    for r in result["results"]:
+        assert r["requests"] == r["answered"] == r["right"] == 8 and r["wrong"] == []
+        assert 8 * 2 <= r["tokens"] <= 8 * 6 and r["tokens_per_s"] > 0
+        assert r["ttft_p99_ms"] >= r["ttft_p50_ms"] > 0 and r["itl_p99_ms"] >= r["itl_p50_ms"] >= 0
+    assert result["all_right"] and result["ratio"] > 0 and result["checkpoint"] == "random GPT"
+    assert json.loads(out.read_text())["results"][1]["right"] == 8
+    assert "| continuous | 4 |" in printed.getvalue() and "tokens/s" in printed.getvalue()

@@ -52,6 +52,8 @@ def test_serve_starts_answers_and_stops_on_ctrl_c(checkpoints: dict[str, Path]) 
     (["--max-batch", "0"], ["argument --max-batch", "0 is out of range"]),
     (["--max-batch", "5000"], ["--max-batch=5000 is more than 1024"]),
     (["--batch-wait-ms", "nan"], ["argument --batch-wait-ms", "not a finite number"]),
+    (["--generate-batching", "eager"], ["argument --generate-batching", "'eager'", "continuous", "micro"]),
+    (["--max-step-tokens", "0"], ["argument --max-step-tokens", "0 is out of range"]),
     (["--host", "256.1.1.1"], ["cannot listen on 256.1.1.1:0"]),
 ])
 def test_bad_options_are_one_line_and_exit_2(argv: list[str], words: list[str], checkpoints: dict[str, Path],

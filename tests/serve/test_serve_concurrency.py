@@ -1,6 +1,7 @@
 """Concurrent requests to a real server: every one is answered, each answer is what the library gives that
 request alone, and the server's /info shows that they were decoded together, in one batch. Streamed
-generation: server-sent `token` events whose pieces add up to the `done` answer, batched streams included.
+generation: server-sent `token` events whose pieces add up to the `done` answer, batched streams included,
+micro-batched and continuously batched.
 
 The servers here take as many sentences in a batch as a test sends at once (--max-batch), and their batches
 wait until they are full (`serving.until_full`): the requests sent together from threads make one batch
@@ -63,7 +64,8 @@ def test_concurrent_generations_scores_and_labels_are_batched(checkpoints: dict[
     assert len(set(alone)) > 1
     lines = sentences(N, seed=7)
     scores = [score_lines(model, tokenizer, [line])[0].log_prob for line in lines]
-    with start(checkpoints["gpt"], max_batch=N, sleep=until_full, max_new_tokens=20) as url:
+    with start(checkpoints["gpt"], max_batch=N, sleep=until_full, max_new_tokens=20,
+               generate_batching="micro") as url:
         answers = together(N, lambda i: call(url, "POST", "/generate", {"prompt": prompts[i], "temperature": 0,
                                                                          "max_new_tokens": 6 + i}))
         assert [a[1]["text"] for a in answers] == alone
@@ -104,14 +106,20 @@ def test_a_bad_streamed_request_is_refused_before_the_stream(servers: dict[str, 
     assert status == 422 and "top_p=2" in answer["error"]
 
 
-def test_concurrent_streams_are_batched_and_each_is_its_own(checkpoints: dict[str, Path]) -> None:
+@pytest.mark.parametrize("batching", ["continuous", "micro"])
+def test_concurrent_streams_are_batched_and_each_is_its_own(checkpoints: dict[str, Path], batching: str) -> None:
     loaded = load(checkpoints["gpt"])
     model, tokenizer = loaded.model, loaded.tokenizer
     prompts = sentences(4, seed=8)
     alone = [continue_prompt(model, tokenizer, p, SampleConfig(temperature=0.0), max_new_tokens=10) for p in prompts]
-    with start(checkpoints["gpt"], max_batch=4, sleep=until_full, max_new_tokens=20) as url:
+    with start(checkpoints["gpt"], max_batch=4, sleep=until_full, max_new_tokens=20,
+               generate_batching=batching) as url:
         streams = together(4, lambda i: events(url, "/generate", {"prompt": prompts[i], "max_new_tokens": 10,
                                                                    "temperature": 0, "stream": True}))
-        assert batches(url)["sizes"] == {"4": 1}
+        info = call(url, "GET", "/info")[1]
+    if batching == "micro":
+        assert info["batches"]["sizes"] == {"4": 1} and info["continuous"] == {}
+    else:  # when each joined the running batch depends on when it came; that each got its own answer does not
+        assert info["batches"]["requests"] == 0 and info["continuous"]["generate"]["requests"] == 4
     for got, want in zip(streams, alone, strict=True):
         assert "".join(d["text"] for name, d in got if name == "token") == want == got[-1][1]["text"]

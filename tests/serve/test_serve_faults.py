@@ -20,10 +20,20 @@ def raising(error: Exception) -> Any:
     return run_batch
 
 
+@pytest.mark.parametrize("batching", ["micro", "continuous"])
 def test_a_bug_while_decoding_is_a_500_with_the_traceback_logged(
-        checkpoints: dict[str, Path], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setattr("tformer.serve.app.run_batch", raising(IndexError("index 7 is out of bounds")))
-    with caplog.at_level(logging.ERROR, logger="tformer.serve"), start(checkpoints["gpt"]) as url:
+        checkpoints: dict[str, Path], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        batching: str) -> None:
+    bug = IndexError("index 7 is out of bounds")
+    if batching == "micro":
+        monkeypatch.setattr("tformer.serve.app.run_batch", raising(bug))
+    else:  # a fault of the running batch's step
+        def step(self: Any) -> None:
+            raise bug
+
+        monkeypatch.setattr("tformer.decoding.continuous.Running.step", step)
+    with caplog.at_level(logging.ERROR, logger="tformer.serve"), start(checkpoints["gpt"],
+                                                                        generate_batching=batching) as url:
         status, answer = call(url, "POST", "/generate", {"prompt": "In", "max_new_tokens": 2})
     assert status == 500
     assert answer == {"error": "internal error (IndexError: index 7 is out of bounds)"}

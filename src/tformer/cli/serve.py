@@ -18,6 +18,7 @@ import sys
 
 from tformer.cli import options, shared
 from tformer.errors import UserError, install_hint
+from tformer.serve.limits import GENERATE_BATCHING
 
 INSTALL = f"tformer serve needs FastAPI and uvicorn: {install_hint('serve')}"
 API_KEY_VARIABLE = "TFORMER_API_KEY"
@@ -54,6 +55,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-batch", type=options.integer(low=1), default=16, help="sentences decoded together")
     p.add_argument("--batch-wait-ms", type=options.real(low=0, high=10_000), default=5.0,
                    help="how long a batch's first request waits for others (0: take only those already waiting)")
+    p.add_argument("--generate-batching", choices=GENERATE_BATCHING, default="continuous",
+                   help="/generate: continuous (requests join and leave the running batch at token boundaries) or "
+                        "micro (whole requests batched, as the other endpoints)")
+    p.add_argument("--max-step-tokens", type=options.integer(low=1), default=512, metavar="N",
+                   help="continuous batching: tokens one step feeds the model (a live request's 1, an admitted "
+                        "prompt's all); the first prompt of a step is admitted however long")
     p.set_defaults(run=cmd_serve)
 
 
@@ -67,7 +74,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from tformer.serve.server import bind, make_server, url_of
 
     limits = Limits(max_chars=args.max_chars, max_tokens=args.max_tokens, max_new_tokens=args.max_new_tokens,
-                    max_batch=args.max_batch, batch_wait_ms=args.batch_wait_ms)
+                    max_batch=args.max_batch, batch_wait_ms=args.batch_wait_ms,
+                    generate_batching=args.generate_batching, max_step_tokens=args.max_step_tokens)
     api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_VARIABLE) or None
     doors = Doors(host=args.host, allow_hosts=tuple(args.allow_host or ()), api_key=api_key,
                   header_timeout=args.header_timeout, body_timeout=args.body_timeout,

@@ -1,5 +1,5 @@
 """`tformer serve`: one checkpoint behind an HTTP API and a web page, with concurrent requests decoded in
-micro-batches.
+micro-batches, generations in a continuous batch.
 
     limits.py    what a server takes (text sizes, new tokens, batch size and wait)
     errors.py    what a client is told: InputError and its status, a fault's one line
@@ -9,6 +9,8 @@ micro-batches.
     endpoints/   one module per POST endpoint (its body, work, checks, batch runner and answer), listed in
                  its __init__.py, which also loads a checkpoint with the endpoints it serves
     batching.py  the micro-batcher: a queue and one worker that runs batches in the model's thread
+    scheduler.py continuous batching of generations: requests join and leave the running batch at token
+                 boundaries, step by step in the same thread
     app.py       the FastAPI app: /health, /info, a route per endpoint, errors as {"error": ...}
     page.py      the web page (static/: HTML, CSS, JavaScript; no build step)
     doors.py     who may come in: Host allow-list, Origin, content type, API key; the body's deadline

@@ -14,13 +14,16 @@ otherwise. Every answer that is not a success is JSON {"error": "one line"}: 422
 is allowed), 404 for an endpoint this model does not serve (naming those it does), 405 for a wrong method,
 413 for a body over the limit; 500 only for a fault of the server, never for what a client sent. HEAD of
 the GET paths is GET without the body; a path with a trailing slash is no endpoint (404), never a redirect.
-Decoding requests go through the micro-batcher (`batching`), which the app starts and stops with its life.
+Decoding requests go through the micro-batcher (`batching`), generations through the continuous scheduler
+(`scheduler`, unless --generate-batching micro); the app starts and stops them with its life, and both run the
+model in its one thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any
@@ -35,22 +38,30 @@ from tformer.serve.batching import MicroBatcher, Sleep
 from tformer.serve.endpoints import ENDPOINTS, run_batch
 from tformer.serve.errors import error_message, refusal, status_of
 from tformer.serve.requests import read_body
+from tformer.serve.scheduler import Scheduler
 from tformer.serve.service import Endpoint, Service, Submit
 
 
 def create_app(service: Service, *, sleep: Sleep = asyncio.sleep) -> FastAPI:
-    """The app serving `service`; its micro-batcher runs while the app does (ASGI lifespan), its batches
-    waiting for company with `sleep` (tests pass one they end themselves). Each endpoint of `ENDPOINTS` gets
-    its POST route."""
+    """The app serving `service`; its micro-batcher and its schedulers run while the app does (ASGI lifespan),
+    the batches waiting for company with `sleep` (tests pass one they end themselves). Each endpoint of
+    `ENDPOINTS` gets its POST route."""
     limits = service.limits
+    thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tformer-model")  # all the model's work
     batcher = MicroBatcher(partial(run_batch, service.loaded), max_batch=limits.max_batch,
-                           wait_s=limits.batch_wait_ms / 1000, sleep=sleep)
+                           wait_s=limits.batch_wait_ms / 1000, sleep=sleep, thread=thread)
+    schedulers = schedulers_of(service, thread)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         batcher.start()
+        for scheduler in schedulers.values():
+            scheduler.start()
         yield
+        for scheduler in schedulers.values():
+            await scheduler.stop()
         await batcher.stop()
+        thread.shutdown(wait=True)
 
     app = FastAPI(title="tformer", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None,
                   redirect_slashes=False)  # /translate/ is no endpoint (a 404 naming them), never a redirect
@@ -64,11 +75,27 @@ def create_app(service: Service, *, sleep: Sleep = asyncio.sleep) -> FastAPI:
 
     @app.api_route("/info", methods=["GET", "HEAD"])
     async def info() -> dict[str, Any]:
-        return {**service.info(), "batches": batcher.stats()}
+        return {**service.info(), "batches": batcher.stats(),
+                "continuous": {name: scheduler.stats() for name, scheduler in schedulers.items()}}
 
     for endpoint in ENDPOINTS:  # every endpoint has its route; one this model does not serve answers 404
-        app.post(f"/{endpoint.name}")(route(service, endpoint, batcher.submit))
+        submit = schedulers[endpoint.name].submit if endpoint.name in schedulers else batcher.submit
+        app.post(f"/{endpoint.name}")(route(service, endpoint, submit))
     return app
+
+
+def schedulers_of(service: Service, thread: ThreadPoolExecutor) -> dict[str, Scheduler]:
+    """A continuous scheduler for each endpoint served that decodes a token at a time (`Endpoint.steps`) and
+    can for this model, unless --generate-batching micro: endpoint name -> scheduler."""
+    limits, out = service.limits, {}
+    if limits.generate_batching != "continuous":
+        return out
+    for endpoint in service.served:
+        batch = endpoint.steps(service.loaded, limits) if endpoint.steps is not None else None
+        if batch is not None:
+            out[endpoint.name] = Scheduler(batch, max_live=limits.max_batch, max_step_tokens=limits.max_step_tokens,
+                                           thread=thread)
+    return out
 
 
 def route(service: Service, endpoint: Endpoint, submit: Submit) -> Callable[[Request], Awaitable[Any]]:
@@ -111,4 +138,4 @@ def add_error_handlers(app: FastAPI, service: Service) -> None:
         return JSONResponse({"error": refusal(e)}, status_code=500)
 
 
-__all__ = ["create_app", "route"]
+__all__ = ["create_app", "route", "schedulers_of"]

@@ -44,16 +44,20 @@ class Job:
 class MicroBatcher:
     """Collects jobs into batches of at most `max_batch` sentences and runs them with `run(works)` in one
     worker thread. `submit` from the event loop; `start` and `stop` around the server's life. A batch's
-    first job waits for others with `sleep(wait_s)`: asyncio.sleep, unless a test passes one it ends itself."""
+    first job waits for others with `sleep(wait_s)`: asyncio.sleep, unless a test passes one it ends itself.
+    `thread`: the model's thread, shared with the continuous scheduler (`scheduler.py`) and shut down by its
+    owner; None: one of its own, shut down by `stop`."""
 
-    def __init__(self, run: Runner, *, max_batch: int, wait_s: float, sleep: Sleep = asyncio.sleep) -> None:
+    def __init__(self, run: Runner, *, max_batch: int, wait_s: float, sleep: Sleep = asyncio.sleep,
+                 thread: ThreadPoolExecutor | None = None) -> None:
         self.run, self.max_batch, self.wait_s, self.sleep = run, max_batch, wait_s, sleep
         self.sizes: Counter[int] = Counter()  # requests in a batch -> how many batches had that many
         self.sentences = 0  # sentences decoded
         self._queue: asyncio.Queue[tuple[Job, asyncio.Future]] | None = None
         self._held: tuple[Job, asyncio.Future] | None = None  # a job that did not fit the last batch
         self._task: asyncio.Task | None = None
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tformer-model")
+        self._own = thread is None
+        self._thread = thread or ThreadPoolExecutor(max_workers=1, thread_name_prefix="tformer-model")
 
     def start(self) -> None:
         self._queue = asyncio.Queue()
@@ -64,7 +68,8 @@ class MicroBatcher:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        self._thread.shutdown(wait=True)
+        if self._own:
+            self._thread.shutdown(wait=True)
 
     def submit(self, job: Job) -> asyncio.Future:
         """Queues `job` now; the future (await it in the event loop) gets its answer once a batch holding it has

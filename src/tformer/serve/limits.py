@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from tformer.errors import UserError
 
+GENERATE_BATCHING = ("continuous", "micro")  # how /generate batches: `scheduler.py` or `batching.py`
 MAX_BATCH_CAP = 1024  # sentences in one decoding batch: far above what one process decodes at once usefully
 
 
@@ -20,9 +21,11 @@ class Limits:
     max_new_tokens: int = 256  # tokens /generate writes at most (the model's context may stop it sooner)
     max_batch: int = 16  # sentences decoded together; a request of `texts` may hold at most this many
     batch_wait_ms: float = 5.0  # how long the first request of a batch waits for others to join it
+    generate_batching: str = "continuous"  # /generate: continuous (at token boundaries) or micro (whole requests)
+    max_step_tokens: int = 512  # tokens one step of continuous batching feeds the model (live rows + prompts)
 
     def __post_init__(self) -> None:
-        for name in ("max_chars", "max_new_tokens", "max_batch"):
+        for name in ("max_chars", "max_new_tokens", "max_batch", "max_step_tokens"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise UserError(f"--{name.replace('_', '-')}={value} must be a positive integer")
@@ -34,6 +37,9 @@ class Limits:
             raise UserError(f"--max-batch={self.max_batch} is more than {MAX_BATCH_CAP}; give 1 to {MAX_BATCH_CAP}")
         if not 0 <= self.batch_wait_ms <= 10_000:  # also refuses nan
             raise UserError(f"--batch-wait-ms={self.batch_wait_ms} must be in [0, 10000]")
+        if self.generate_batching not in GENERATE_BATCHING:
+            raise UserError(f"--generate-batching={self.generate_batching!r} is not allowed; choose "
+                             f"{' or '.join(GENERATE_BATCHING)}")
 
     @property
     def max_body_bytes(self) -> int:
@@ -42,4 +48,4 @@ class Limits:
         return 6 * self.max_chars * self.max_batch + 65_536
 
 
-__all__ = ["MAX_BATCH_CAP", "Limits"]
+__all__ = ["GENERATE_BATCHING", "MAX_BATCH_CAP", "Limits"]

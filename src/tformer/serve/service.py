@@ -64,7 +64,9 @@ class Endpoint:
     it (`refuses`: why a model of those kinds cannot, or None), its JSON body, its work's type and the batch
     runner that answers a list of them in order (`run`), and `respond`, which turns a body into the answer's
     JSON (checking it, submitting its job, shaping what comes back). `setup` reads what it needs once at load
-    (kept in `Service.state` under its name); `info` adds to /info."""
+    (kept in `Service.state` under its name); `info` adds to /info. `steps`: the batch that decodes its works
+    a token at a time for continuous batching (`scheduler.Stepped`; None from it: not for this model), or
+    None: its works are micro-batched."""
 
     name: str
     kinds: tuple[str, ...]
@@ -75,6 +77,7 @@ class Endpoint:
     refuses: Callable[[Loaded], str | None] | None = None
     setup: Callable[[Loaded, Limits], Any] | None = None
     info: Callable[[Service], dict[str, Any]] | None = None
+    steps: Callable[[Loaded, Limits], Any] | None = None
 
 
 @dataclass

@@ -2,10 +2,13 @@
 events: `token` ({"text": the new piece}) as they come, then `done` (the answer).
 
 A request may set the `decoding.SampleConfig` fields marked for requests (temperature, top_k, ...; defaults:
-SampleConfig's). Its work is keyed by those settings (`SampleConfig.search_key()`); a seeded draw has no key
-and runs alone, since in a batch it would take other rows' random numbers. Generations of one batch run in
-as few `decoding.search.sample` calls as the context allows, each row cut at its own max_new, so a row gets
-what it would get alone.
+SampleConfig's). By default its work joins the running batch at a token boundary (`Stepper`, over
+`decoding.continuous.Running`, scheduled by `serve.scheduler`): each row with its own settings and generator,
+so any settings share the batch and a row gets what it would get alone. With --generate-batching micro (and for
+a model whose layers keep a recurrent state) whole requests are micro-batched instead: the work is keyed by its
+settings (`SampleConfig.search_key()`); a seeded draw has no key and runs alone, since in a batch it would take
+other rows' random numbers; generations of one batch run in as few `decoding.search.sample` calls as the
+context allows, each row cut at its own max_new.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any, ClassVar
 
 from fastapi.responses import StreamingResponse
 
+from tformer.decoding.continuous import Running, refuses
 from tformer.decoding.generate import check_max_new_tokens
 from tformer.decoding.search import sample
 from tformer.decoding.settings import SampleConfig, with_given
@@ -26,6 +30,7 @@ from tformer.inference.generate import started
 from tformer.inference.unknown import encode_counted
 from tformer.serve.batching import Job
 from tformer.serve.errors import refusal
+from tformer.serve.limits import Limits
 from tformer.serve.requests import Body, with_settings
 from tformer.serve.service import Endpoint, Service, Submit, check_text, check_tokens, job, warned, warnings
 
@@ -87,8 +92,12 @@ def run(loaded: Loaded, works: list[GenerateWork]) -> list[dict[str, Any]]:
     streams = [TextStream(loaded.tokenizer) for _ in works]
     for group in _fitting(works, loaded.config.max_len):
         _run_rows(loaded, [works[i] for i in group], [streams[i] for i in group])
-    return [{"text": s.text, "tokens": len(s.ids), "finish": "length" if len(s.ids) == g.max_new else "stop"}
-            for g, s in zip(works, streams, strict=True)]
+    return [answer(g, s) for g, s in zip(works, streams, strict=True)]
+
+
+def answer(work: GenerateWork, stream: TextStream) -> dict[str, Any]:
+    return {"text": stream.text, "tokens": len(stream.ids),
+            "finish": "length" if len(stream.ids) == work.max_new else "stop"}
 
 
 def _fitting(rows: list[GenerateWork], max_len: int) -> list[list[int]]:
@@ -117,6 +126,59 @@ def _run_rows(loaded: Loaded, rows: list[GenerateWork], streams: list[Any]) -> N
     if most > 0:  # the rows' settings: equal (the batch key), but for what the key leaves out of a greedy search
         sample(loaded.decoder, [list(g.ids) for g in rows], rows[0].settings, max_new_tokens=most,
                eos_id=loaded.config.eos_id, pad_id=loaded.config.pad_id or 0, on_token=on_token)
+
+
+# --- continuous batching -----------------------------------------------------------------------------------
+
+
+class Stepper:
+    """The works of /generate in a continuous batch of at most `rows` (`serve.scheduler.Stepped`): each row's
+    tokens pushed to its text stream (and its `emit`) as they come; its answer as `run` gives it."""
+
+    def __init__(self, loaded: Loaded, *, rows: int) -> None:
+        self.loaded, self.rows = loaded, rows
+        self.reset()
+
+    def reset(self) -> None:
+        self.batch = Running(self.loaded.decoder, rows=self.rows, eos_id=self.loaded.config.eos_id)
+        self.works: dict[Any, tuple[GenerateWork, TextStream]] = {}
+
+    @property
+    def live(self) -> int:
+        return len(self.batch.live)
+
+    def cost(self, work: GenerateWork) -> int:
+        return len(work.ids)
+
+    def admit(self, key: Any, work: GenerateWork) -> None:
+        stream = TextStream(self.loaded.tokenizer)
+        self.works[key] = (work, stream)
+
+        def on_token(token: int) -> None:
+            piece = stream.push(token)
+            if piece and work.emit is not None:
+                work.emit(piece)
+
+        self.batch.admit(key, work.ids, max_new_tokens=work.max_new, settings=work.settings, on_token=on_token)
+
+    def step(self) -> None:
+        self.batch.step()
+
+    def finished(self) -> list[tuple[Any, Any]]:
+        out = []
+        for key, done in self.batch.finished():
+            work, stream = self.works.pop(key)
+            out.append((key, done.error if done.error is not None else answer(work, stream)))
+        return out
+
+    def drop(self, key: Any) -> None:
+        self.batch.drop(key)
+        self.works.pop(key, None)
+
+
+def steps(loaded: Loaded, limits: Limits) -> Stepper | None:
+    """The continuous batch of `loaded`'s generations (None where its layers keep a recurrent state)."""
+    return None if refuses(loaded.model) is not None else Stepper(loaded, rows=limits.max_batch)
 
 
 # --- the answer, whole or streamed -----------------------------------------------------------------------
@@ -154,7 +216,7 @@ def stream(prepare_with: Callable[[Callable[[str], None]], Job], answer: Callabl
             else:
                 yield sse("error", {"error": refusal(task.exception())})
         finally:
-            task.cancel()  # a client that left: its row still decodes, its answer is dropped
+            task.cancel()  # a client that left: its row leaves at the next step (micro-batched: decodes on, dropped)
 
     return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
@@ -163,6 +225,8 @@ def sse(event: str, data: dict[str, Any]) -> str:
     return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-ENDPOINT = Endpoint(name="generate", kinds=("gpt",), body=GenerateBody, work=GenerateWork, run=run, respond=respond)
+ENDPOINT = Endpoint(name="generate", kinds=("gpt",), body=GenerateBody, work=GenerateWork, run=run, respond=respond,
+                    steps=steps)
 
-__all__ = ["ENDPOINT", "GenerateBody", "GenerateWork", "prepare", "run", "sse", "stream"]
+__all__ = ["ENDPOINT", "GenerateBody", "GenerateWork", "Stepper", "answer", "prepare", "run", "sse", "steps",
+           "stream"]
