@@ -1,4 +1,5 @@
-"""`tformer serve --checkpoint DIR [--host H] [--port P] [--device D] [--dtype T] [limits] [doors]`: one checkpoint
+"""`tformer serve --checkpoint DIR [--host H] [--port P] [--device D] [--dtype T] [--draft DIR [--draft-tokens K]]
+[limits] [doors]`: one checkpoint
 behind an HTTP API and a web page (`tformer.serve`), until Ctrl-C stops it gracefully (requests under way are
 answered first; exit code 0). The doors (`serve.doors`): which Host names are let in, an API key, and the
 deadlines and cap that keep half-sent requests from holding the server.
@@ -47,6 +48,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="connections held at once; more are answered 503 at once (default: half of `ulimit -n`, "
                         "at most 1000)")
     shared.add_placement(p, int8=True)
+    shared.add_draft(p)  # a GPT's /generate: a request decoded alone is decoded speculatively
     p.add_argument("--max-chars", type=options.integer(low=1), default=2000, help="characters of one text")
     p.add_argument("--max-tokens", type=options.integer(low=1), default=None,
                    help="tokens of one text (default: the model's context)")
@@ -72,7 +74,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     doors = Doors(host=args.host, allow_hosts=tuple(args.allow_host or ()), api_key=api_key,
                   header_timeout=args.header_timeout, body_timeout=args.body_timeout,
                   max_connections=args.max_connections)
-    service = load_service(args.checkpoint, limits=limits, **shared.placement(args))
+    shared.check_draft(args)
+    service = load_service(args.checkpoint, limits=limits, **shared.placement(args), draft=args.draft,
+                           draft_tokens=shared.draft_tokens(args))
     sock = bind(args.host, args.port)
     print(f"tformer serve: {service.kind} checkpoint {args.checkpoint} on {service.info()['device']}; listening on "
           f"{url_of(sock)} (endpoints: {', '.join('/' + e for e in service.endpoints)}; Ctrl-C stops)", flush=True)

@@ -61,11 +61,12 @@ def check_draft_tokens(k: int, *, what: str = "draft_tokens") -> None:
 
 @dataclass(frozen=True)
 class Draft:
-    """A draft model (a GPT, or a `Decoder` holding one with its decoding layout) and the tokens it proposes
-    a round (`tokens`, K)."""
+    """A draft model (a GPT, or a `Decoder` holding one with its decoding layout), the tokens it proposes a
+    round (`tokens`, K), and where it was loaded from (`path`, for reports)."""
 
     model: nn.Module | Decoder
     tokens: int = DRAFT_TOKENS
+    path: str | None = None
 
     def __post_init__(self) -> None:
         check_draft_tokens(self.tokens)
@@ -85,6 +86,19 @@ class SpeculativeStats:
     def acceptance_rate(self) -> float | None:
         """Accepted draft tokens / proposed (None: none proposed)."""
         return self.accepted / self.proposed if self.proposed else None
+
+    def add(self, other: SpeculativeStats) -> None:
+        """Add `other`'s counts to these."""
+        self.proposed += other.proposed
+        self.accepted += other.accepted
+        self.rounds += other.rounds
+        self.tokens += other.tokens
+
+    def summary(self) -> str:
+        """One line: the acceptance rate and what it rests on."""
+        rate = "-" if self.acceptance_rate is None else f"{self.acceptance_rate:.2f}"
+        return (f"draft acceptance rate {rate} ({self.accepted} of {self.proposed} proposed tokens accepted; "
+                f"{self.tokens} tokens in {self.rounds} target passes)")
 
     def as_dict(self) -> dict[str, int | float | None]:
         return {"proposed": self.proposed, "accepted": self.accepted, "acceptance_rate": self.acceptance_rate,

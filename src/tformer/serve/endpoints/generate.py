@@ -5,7 +5,10 @@ A request may set the `decoding.SampleConfig` fields marked for requests (temper
 SampleConfig's). Its work is keyed by those settings (`SampleConfig.search_key()`); a seeded draw has no key
 and runs alone, since in a batch it would take other rows' random numbers. Generations of one batch run in
 as few `decoding.search.sample` calls as the context allows, each row cut at its own max_new, so a row gets
-what it would get alone.
+what it would get alone. A server with a draft model (`tformer serve --draft`, `Loaded.draft`) decodes a
+generation speculatively when it has a `sample` call of its own (`decoding.speculative`: batch size 1): a
+batch of one request, or a row the context lets share no call; rows decoded together decode as without a
+draft.
 """
 
 from __future__ import annotations
@@ -114,9 +117,10 @@ def _run_rows(loaded: Loaded, rows: list[GenerateWork], streams: list[Any]) -> N
                 rows[row].emit(piece)
 
     most = max(g.max_new for g in rows)
+    draft = loaded.draft if len(rows) == 1 else None  # speculative decoding: one row at a time
     if most > 0:  # the rows' settings: equal (the batch key), but for what the key leaves out of a greedy search
         sample(loaded.decoder, [list(g.ids) for g in rows], rows[0].settings, max_new_tokens=most,
-               eos_id=loaded.config.eos_id, pad_id=loaded.config.pad_id or 0, on_token=on_token)
+               eos_id=loaded.config.eos_id, pad_id=loaded.config.pad_id or 0, on_token=on_token, draft=draft)
 
 
 # --- the answer, whole or streamed -----------------------------------------------------------------------
