@@ -223,18 +223,29 @@ def test_accepting_every_draft_token_fails_the_same_check(small_pair: tuple[Deco
 # --- refusals ----------------------------------------------------------------------------------------------
 
 
-def test_refusals(target: nn.Module, drafts: dict[str, nn.Module]) -> None:
-    draft = drafts["often"]
+def test_several_prompts_are_refused(target: nn.Module, drafts: dict[str, nn.Module]) -> None:
     with pytest.raises(UserError, match=r"one prompt at a time \(batch size 1\), got 2"):
-        speculative_generate(target, draft, [PROMPT, PROMPT], max_new_tokens=4)
+        speculative_generate(target, drafts["often"], [PROMPT, PROMPT], max_new_tokens=4)
+
+
+def test_a_draft_of_another_vocabulary_is_refused(target: nn.Module) -> None:
     with pytest.raises(UserError, match="the draft's vocabulary has 65 tokens and the target's 64"):
         speculative_generate(target, tiny_gpt(1, vocab=65), [PROMPT], max_new_tokens=4)
+
+
+def test_a_recurrent_mixer_is_refused(target: nn.Module) -> None:
     with pytest.raises(UserError, match="the draft keeps a LinearState"):
         speculative_generate(target, tiny_gpt(1, attention={"kind": "linear"}), [PROMPT], max_new_tokens=4)
+
+
+def test_a_draft_context_too_short_is_refused(target: nn.Module) -> None:
     with pytest.raises(UserError, match=r"= 25 is more than the draft's max_len=16"):
         speculative_generate(target, tiny_gpt(1, max_len=16), [PROMPT], max_new_tokens=20)
-    for k in (0, -1, 2.5, True):
-        with pytest.raises(UserError, match=f"draft_tokens={k!r} is not allowed"):
-            speculative_generate(target, draft, [PROMPT], max_new_tokens=4, draft_tokens=k)
-        with pytest.raises(UserError, match="at least 1"):
-            Draft(draft, k)
+
+
+@pytest.mark.parametrize("k", [0, -1, 2.5, True])
+def test_a_bad_number_of_draft_tokens_is_refused(target: nn.Module, drafts: dict[str, nn.Module], k: object) -> None:
+    with pytest.raises(UserError, match=f"draft_tokens={k!r} is not allowed"):
+        speculative_generate(target, drafts["often"], [PROMPT], max_new_tokens=4, draft_tokens=k)
+    with pytest.raises(UserError, match="at least 1"):
+        Draft(drafts["often"], k)
