@@ -93,3 +93,13 @@ def test_the_library_continues_with_a_draft(pair: tuple[Path, Path], one_thread:
     assert samples[0].text == alone and all(s.stats.tokens == 20 and s.stats.proposed > 0 for s in samples)
     assert all(s.stats is None for s in sample_prompts(loaded.decoder, loaded.tokenizer, ["In"], greedy,
                                                        max_new_tokens=2))
+
+
+def test_the_draft_recipe_shares_gpt_bibles_data_and_context() -> None:
+    from tformer.tasks import load_recipe
+
+    target, draft = load_recipe("gpt-bible"), load_recipe("gpt-bible-draft")
+    assert draft.data == target.data  # the same tokenizer, trained from the same text
+    assert draft.model.overrides["max_len"] == target.model.overrides["max_len"]
+    assert draft.model.overrides["n_layers"] < target.model.overrides["n_layers"]
+    assert draft.model.overrides["d_model"] < target.model.overrides["d_model"]
