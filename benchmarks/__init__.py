@@ -9,8 +9,8 @@ where the default is the terminal and the run kept under docs/bench/ was written
 
     attention_memory   the longest sequence one exact attention layer handles within 4 GiB, and its time
                        -> a part of bench: docs/bench/results.json
-    bench_models       the trained models the decoding benchmarks run: the demo translator and a GPT-2-shaped
-                       GPT, found or trained -> runs/bench/ (models that were missing)
+    bench_models       the trained models the decoding benchmarks run: the demo translator, a GPT-2-shaped GPT
+                       and its draft, found or trained -> runs/bench/ (models that were missing)
     bench              `make bench`: machine, train_speed, generate, translate_speed, ct2_speed and
                        attention_memory in sequence -> docs/bench/results.json and docs/bench/README.md
     common             what every benchmark shares: timing, alternating contenders, slopes, forecasts,
@@ -57,6 +57,8 @@ where the default is the terminal and the run kept under docs/bench/ was written
                        -> --out DIR (road.md, road.json, road-bleu-by-length.png)
     serve_load         `tformer serve` under concurrent clients, with micro-batching and without
                        -> kept: docs/bench/serve-load.json
+    speculative        the bench GPT alone against it with a small draft (speculative decoding), greedy, batch 1:
+                       tokens/s, acceptance rate, identical tokens -> the terminal (--out FILE for JSON)
     step_profile       where a translation recipe's training step spends its time: wall, the GPU's busy share,
                        operators, kernels and host waits a step; collation and evaluation -> the terminal
                        (--out FILE for JSON; gpu_check.sh runs it on demo-gpu)

@@ -6,6 +6,8 @@ checkpoint, `make demo`'s runs/demo/best) and a GPT of GPT-2's shape trained on 
     gpt(path, minutes)          `path` if it holds a checkpoint; else the gpt-bible recipe at GPT-2's shape
                                 (6 layers, d 512, 8 heads, d_ff 2048, byte-level BPE of 8,192, context 512)
                                 trained for `minutes` into runs/bench/gpt
+    draft(path, minutes)        its draft for speculative decoding: the gpt-bible-draft recipe with the same
+                                data, tokenizer and context, 2 layers of width 256, into runs/bench/gpt-draft
 
 Speed depends on a model's shape, not its training; a trained model makes the work real: sentences end
 where a translator ends them, and the outputs of two engines can be compared. `quick=True` trains tiny
@@ -22,11 +24,15 @@ from tformer.tasks import load_recipe, train
 GPT2_SHAPE = ["model.overrides.d_model=512", "model.overrides.d_ff=2048", "model.overrides.n_heads=8",
               "model.overrides.n_layers=6", "model.overrides.max_len=512", "data.tokenizer=bpe",
               "data.vocab_size=8192", "data.block_size=256", "data.batch_size=8"]
+GPT2_DATA = [o for o in GPT2_SHAPE if o.startswith("data.") or o.startswith("model.overrides.max_len")]
+DRAFT_SHAPE = [*GPT2_DATA, "model.overrides.d_model=256", "model.overrides.d_ff=1024", "model.overrides.n_heads=4",
+               "model.overrides.n_layers=2"]
 QUICK_TRANSLATOR = ["train.max_steps=20", "train.eval_every=20", "data.vocab_size=300", "data.bleu_sentences=4",
                     "model.overrides={d_model: 32, d_ff: 64, n_heads: 2, n_layers: 1}", "train.tune_threads=false"]
 QUICK_GPT = ["train.max_steps=10", "train.eval_every=10", "data.tokenizer=bpe", "data.vocab_size=300",
              "data.block_size=32", "data.eval_tokens=200", "sample.max_new_tokens=4",
              "model.overrides={d_model: 32, d_ff: 64, n_heads: 2, n_layers: 1, max_len: 320}"]
+QUICK_DRAFT = [*QUICK_GPT[:-1], "model.overrides={d_model: 16, d_ff: 32, n_heads: 2, n_layers: 1, max_len: 320}"]
 
 
 def _trained(path: Path | None, recipe: str, overrides: list[str], out_dir: Path) -> Path:
@@ -50,4 +56,9 @@ def gpt(path: Path | None, *, minutes: float, root: Path, quick: bool = False) -
     return _trained(path, "gpt-bible", overrides, root / ("gpt-quick" if quick else "gpt"))
 
 
-__all__ = ["GPT2_SHAPE", "gpt", "translator"]
+def draft(path: Path | None, *, minutes: float, root: Path, quick: bool = False) -> Path:
+    overrides = QUICK_DRAFT if quick else [*DRAFT_SHAPE, f"train.time_budget_min={minutes}"]
+    return _trained(path, "gpt-bible-draft", overrides, root / ("gpt-draft-quick" if quick else "gpt-draft"))
+
+
+__all__ = ["DRAFT_SHAPE", "GPT2_SHAPE", "draft", "gpt", "translator"]

@@ -13,8 +13,9 @@ from tformer import recipes
 from tformer.cli import main
 from tformer.tasks import load_recipe
 
-SHIPPED = ["bert-pretrain", "classify-bbc", "classify-sentiment", "demo", "demo-20", "demo-gpu", "gpt-bible", "long",
-           "road-attention", "road-rnn", "synthetic-attention", "synthetic-rnn", "synthetic-transformer"]
+SHIPPED = ["bert-pretrain", "classify-bbc", "classify-sentiment", "demo", "demo-20", "demo-gpu", "gpt-bible",
+           "gpt-bible-draft", "long", "road-attention", "road-rnn", "synthetic-attention", "synthetic-rnn",
+           "synthetic-transformer"]
 KNOWN = ", ".join(SHIPPED)
 
 

@@ -54,6 +54,8 @@ def test_serve_starts_answers_and_stops_on_ctrl_c(checkpoints: dict[str, Path]) 
     (["--batch-wait-ms", "nan"], ["argument --batch-wait-ms", "not a finite number"]),
     (["--generate-batching", "eager"], ["argument --generate-batching", "'eager'", "continuous", "micro"]),
     (["--max-step-tokens", "0"], ["argument --max-step-tokens", "0 is out of range"]),
+    (["--draft", "d", "--generate-batching", "continuous"], ["--draft d decodes a generation alone",
+                                                              "--generate-batching continuous"]),
     (["--host", "256.1.1.1"], ["cannot listen on 256.1.1.1:0"]),
 ])
 def test_bad_options_are_one_line_and_exit_2(argv: list[str], words: list[str], checkpoints: dict[str, Path],

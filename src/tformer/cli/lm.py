@@ -2,11 +2,13 @@
 
     tformer generate --checkpoint DIR [--prompt TEXT ...] [-i F] [-o F] [-n N] [--json] [--max-new-tokens N]
                      [--temperature T] [--top-k K] [--top-p P] [--seed S] [--no-stop] [--no-repeat-ngram-size N]
-                     [--repetition-penalty X] [--device D] [--dtype T]
+                     [--repetition-penalty X] [--draft DIR [--draft-tokens K]] [--device D] [--dtype T]
     tformer score --checkpoint DIR [FILE | -i F] [-o F] [--per-token] [--device D] [--dtype T]
 
 `generate` continues each prompt (every --prompt, else each line of --input or stdin) N times
 (`inference.sample_prompts`), streaming the text to stdout as it is sampled, or one JSON object a sample;
+with --draft, decoded speculatively (`decoding.speculative`), the draft's acceptance rate on stderr (with
+--json, in each object);
 `score` prints a table of each line's scores (`inference.score`), or log p(target | source) under an
 encoder-decoder.
 """
@@ -15,10 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import TYPE_CHECKING
 
 from tformer.cli import options, shared
 from tformer.decoding.settings import SampleConfig
+from tformer.decoding.speculative import SpeculativeStats
 from tformer.errors import UserError
 
 if TYPE_CHECKING:
@@ -38,6 +42,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="one JSON object a line for each sample: prompt, its number, sample number, seed, text")
     p.add_argument("--max-new-tokens", type=options.integer(), default=200, help="tokens written after a prompt")
     shared.add_settings(p, SampleConfig)  # --temperature ... --seed (sample k overall uses SEED + k), --no-stop
+    shared.add_draft(p)
     shared.add_placement(p, int8=True)
     p.set_defaults(run=cmd_generate)
 
@@ -60,21 +65,28 @@ def cmd_generate(args: argparse.Namespace) -> int:
     check_max_new_tokens(args.max_new_tokens, what="--max-new-tokens")
     settings = with_given(SampleConfig(), **shared.settings_given(args, SampleConfig))  # checked before the load
     shared.check_output(args.output, inputs=[args.input])
+    shared.check_draft(args)
     prompts = list(args.prompt or [])
     if args.input is not None or not prompts:
         prompts += read_lines(args.input)
     loaded = load(args.checkpoint, command="generate", **shared.placement(args))
+    draft = shared.draft_of(args, loaded)
     stream = not args.json and shared.is_std(args.output)  # text to stdout: each piece as it is sampled
-    total, out = len(prompts) * args.num_samples, []
+    total, out, drafted = len(prompts) * args.num_samples, [], SpeculativeStats()
     samples = sample_prompts(loaded.decoder, loaded.tokenizer, prompts, settings, num_samples=args.num_samples,
                              max_new_tokens=args.max_new_tokens,
                              on_text=(lambda _prompt, _sample, piece: shared.write_text(shared.STD, piece))
-                             if stream else None)
+                             if stream else None, draft=draft)
     shared.unknown_warner(loaded.tokenizer)(prompts)  # once every prompt has passed its checks
     for k, s in enumerate(samples):
+        if s.stats is not None:
+            drafted.add(s.stats)
         if args.json:
-            text = json.dumps({"prompt": prompts[s.prompt], "prompt_number": s.prompt + 1, "sample": s.sample + 1,
-                               "seed": s.seed, "text": s.text}, ensure_ascii=False) + "\n"
+            fields = {"prompt": prompts[s.prompt], "prompt_number": s.prompt + 1, "sample": s.sample + 1,
+                      "seed": s.seed, "text": s.text}
+            if s.stats is not None:
+                fields["speculative"] = s.stats.as_dict()
+            text = json.dumps(fields, ensure_ascii=False) + "\n"
         else:  # the prompt and its continuation, a blank line between samples
             text = ("" if stream else prompts[s.prompt] + s.text) + "\n" + ("\n" if k < total - 1 else "")
         if shared.is_std(args.output):
@@ -82,6 +94,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         out.append(text)
     if not shared.is_std(args.output):
         shared.write_text(args.output, "".join(out))
+    if draft is not None and not args.json:
+        print(f"tformer generate: {drafted.summary()}", file=sys.stderr)
     return 0
 
 

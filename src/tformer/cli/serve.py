@@ -1,4 +1,5 @@
-"""`tformer serve --checkpoint DIR [--host H] [--port P] [--device D] [--dtype T] [limits] [doors]`: one checkpoint
+"""`tformer serve --checkpoint DIR [--host H] [--port P] [--device D] [--dtype T] [--draft DIR [--draft-tokens K]]
+[limits] [doors]`: one checkpoint
 behind an HTTP API and a web page (`tformer.serve`), until Ctrl-C stops it gracefully (requests under way are
 answered first; exit code 0). The doors (`serve.doors`): which Host names are let in, an API key, and the
 deadlines and cap that keep half-sent requests from holding the server.
@@ -48,6 +49,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="connections held at once; more are answered 503 at once (default: half of `ulimit -n`, "
                         "at most 1000)")
     shared.add_placement(p, int8=True)
+    shared.add_draft(p)  # a GPT's /generate: a request decoded alone is decoded speculatively
     p.add_argument("--max-chars", type=options.integer(low=1), default=2000, help="characters of one text")
     p.add_argument("--max-tokens", type=options.integer(low=1), default=None,
                    help="tokens of one text (default: the model's context)")
@@ -55,9 +57,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-batch", type=options.integer(low=1), default=16, help="sentences decoded together")
     p.add_argument("--batch-wait-ms", type=options.real(low=0, high=10_000), default=5.0,
                    help="how long a batch's first request waits for others (0: take only those already waiting)")
-    p.add_argument("--generate-batching", choices=GENERATE_BATCHING, default="continuous",
+    p.add_argument("--generate-batching", choices=GENERATE_BATCHING, default=None,
                    help="/generate: continuous (requests join and leave the running batch at token boundaries) or "
-                        "micro (whole requests batched, as the other endpoints)")
+                        "micro (whole requests batched, as the other endpoints); default: continuous, or micro "
+                        "with --draft")
     p.add_argument("--max-step-tokens", type=options.integer(low=1), default=512, metavar="N",
                    help="continuous batching: tokens one step feeds the model (a live request's 1, an admitted "
                         "prompt's all); the first prompt of a step is admitted however long")
@@ -73,14 +76,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from tformer.serve.limits import Limits
     from tformer.serve.server import bind, make_server, url_of
 
+    shared.check_draft(args)
     limits = Limits(max_chars=args.max_chars, max_tokens=args.max_tokens, max_new_tokens=args.max_new_tokens,
                     max_batch=args.max_batch, batch_wait_ms=args.batch_wait_ms,
-                    generate_batching=args.generate_batching, max_step_tokens=args.max_step_tokens)
+                    generate_batching=generate_batching(args), max_step_tokens=args.max_step_tokens)
     api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_VARIABLE) or None
     doors = Doors(host=args.host, allow_hosts=tuple(args.allow_host or ()), api_key=api_key,
                   header_timeout=args.header_timeout, body_timeout=args.body_timeout,
                   max_connections=args.max_connections)
-    service = load_service(args.checkpoint, limits=limits, **shared.placement(args))
+    service = load_service(args.checkpoint, limits=limits, **shared.placement(args), draft=args.draft,
+                           draft_tokens=shared.draft_tokens(args))
     sock = bind(args.host, args.port)
     print(f"tformer serve: {service.kind} checkpoint {args.checkpoint} on {service.info()['device']}; listening on "
           f"{url_of(sock)} (endpoints: {', '.join('/' + e for e in service.endpoints)}; Ctrl-C stops)", flush=True)
@@ -95,3 +100,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
         pass
     print("tformer serve: stopped", flush=True)
     return 0
+
+
+def generate_batching(args: argparse.Namespace) -> str:
+    """--generate-batching, or its default: continuous, but micro with --draft (speculative decoding decodes
+    one generation at a time, which a continuous batch of many rows does not)."""
+    if args.draft is None:
+        return args.generate_batching or "continuous"
+    if args.generate_batching == "continuous":
+        raise UserError(f"--draft {args.draft} decodes a generation alone (speculative decoding, batch size 1), "
+                        "which --generate-batching continuous does not; drop one of them")
+    return "micro"
+

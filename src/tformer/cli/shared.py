@@ -4,6 +4,8 @@
     -o/--output FILE   where its text goes, one result a line; - (the default) is stdout
     --device D         where the model runs: auto (a GPU if torch sees one), cpu, cuda, cuda:N or mps
     --dtype T          what its weights and activations are: float32, bfloat16 or float16
+    --draft D [--draft-tokens K]
+                       a small GPT proposing K tokens a round for a GPT to verify (speculative decoding)
 
 and the help formatter every parser uses, which ends each option's help with its default (unless the help
 already says it, or there is none to show). `answer_lines` runs a command that answers each line of its
@@ -20,8 +22,11 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from tformer.cli import options
+from tformer.errors import UserError
 
 if TYPE_CHECKING:
+    from tformer.decoding.speculative import Draft
+    from tformer.inference import Loaded
     from tformer.tokenization import Tokenizer
 
 STD = "-"
@@ -88,6 +93,39 @@ def placement(args: argparse.Namespace) -> dict[str, str | None]:
     """The keyword arguments of `inference.load` that place (and maybe quantize) the model."""
     quantization = "int8" if getattr(args, "int8", False) else None
     return {"device": args.device, "dtype": args.dtype, "quantization": quantization}
+
+
+def add_draft(p: argparse.ArgumentParser) -> None:
+    """--draft and --draft-tokens of a command that writes with a GPT (generate, serve)."""
+    p.add_argument("--draft", metavar="DIR", default=None,
+                   help="a small GPT checkpoint with the target's tokenizer: it proposes tokens that the model "
+                        "verifies in one pass (speculative decoding; greedy text unchanged, sampled text drawn "
+                        "from the same distribution; default: none, no draft)")
+    p.add_argument("--draft-tokens", type=options.integer(low=1), default=None, metavar="K",
+                   help="tokens the draft proposes a round (default: 4; needs --draft)")
+
+
+def check_draft(args: argparse.Namespace) -> None:
+    """--draft-tokens without --draft: refused before anything loads."""
+    if args.draft_tokens is not None and args.draft is None:
+        raise UserError(f"--draft-tokens {args.draft_tokens} needs --draft DIR (a draft checkpoint to propose the "
+                         "tokens)")
+
+
+def draft_tokens(args: argparse.Namespace) -> int:
+    """--draft-tokens, or its default."""
+    from tformer.decoding.speculative import DRAFT_TOKENS
+
+    return DRAFT_TOKENS if args.draft_tokens is None else args.draft_tokens
+
+
+def draft_of(args: argparse.Namespace, loaded: Loaded) -> Draft | None:
+    """The --draft checkpoint loaded for `loaded` (`inference.load_draft`), or None without --draft."""
+    if args.draft is None:
+        return None
+    from tformer.inference import load_draft
+
+    return load_draft(args.draft, loaded, tokens=draft_tokens(args))
 
 
 def add_no_progress(p: argparse.ArgumentParser, *, what: str = "no progress bar") -> None:

@@ -16,6 +16,7 @@ from tformer.decoding.decoder import Decoder
 from tformer.decoding.generate import generate
 from tformer.decoding.greedy import greedy
 from tformer.decoding.settings import DecodeConfig, SampleConfig
+from tformer.decoding.speculative import Draft, SpeculativeStats, speculative_generate
 
 
 def best_tokens(decoder: nn.Module | Decoder, src: Tensor, decode: DecodeConfig, *,
@@ -42,10 +43,17 @@ def best_hypotheses(decoder: nn.Module | Decoder, src: Tensor, decode: DecodeCon
 
 def sample(decoder: nn.Module | Decoder, prompts: Sequence[Sequence[int]], settings: SampleConfig, *,
            max_new_tokens: int, eos_id: int | None = None, pad_id: int = 0,
-           on_token: Callable[[int, int], None] | None = None) -> list[list[int]]:
+           on_token: Callable[[int, int], None] | None = None, draft: Draft | None = None,
+           stats: SpeculativeStats | None = None) -> list[list[int]]:
     """Each prompt's continuation (`decoding.generate`) drawn as `settings` say: at most `max_new_tokens` new
-    tokens, stopping at `eos_id` where the settings stop at the end-of-text token and the model has one."""
+    tokens, stopping at `eos_id` where the settings stop at the end-of-text token and the model has one. With a
+    `draft`, one prompt is decoded speculatively (`decoding.speculative`; its counts added to `stats`)."""
     stops = (eos_id,) if settings.stop and eos_id is not None else ()
+    if draft is not None:
+        return speculative_generate(decoder, draft.model, prompts, max_new_tokens=max_new_tokens,
+                                    draft_tokens=draft.tokens, temperature=settings.temperature, top_k=settings.top_k,
+                                    top_p=settings.top_p, seed=settings.seed, stop_tokens=stops, on_token=on_token,
+                                    repetition=settings.repetition, stats=stats)
     return generate(decoder, prompts, max_new_tokens=max_new_tokens, temperature=settings.temperature,
                     top_k=settings.top_k, top_p=settings.top_p, seed=settings.seed, stop_tokens=stops, pad_id=pad_id,
                     on_token=on_token, repetition=settings.repetition)

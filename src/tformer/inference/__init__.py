@@ -2,6 +2,7 @@
 the model held for decoding, `Loaded.decoder`), then translated, generated, scored or classified with.
 
     load(path, command=...)            the checkpoint, checked for the command, placed, perhaps int8
+    load_draft(path, target)           a small GPT sharing the target's tokenizer, for speculative decoding
     translate(decoder, tokenizer, ...) an encoder-decoder's translations, searched as a DecodeConfig says
     translate_n_best(...)              the same search's best hypotheses of each sentence, with their scores
     sample_prompts / continue_prompt   a GPT's continuations, streamed as they come
@@ -23,7 +24,7 @@ from tformer.inference.generate import (
     repetition_of,
     sample_prompts,
 )
-from tformer.inference.loaded import NEEDS, Loaded, check_kind, checkpoint_kind, load
+from tformer.inference.loaded import NEEDS, Loaded, check_kind, checkpoint_kind, load, load_draft
 from tformer.inference.score import read_scored_lines, score_lines, score_pairs, token_scores
 from tformer.inference.translate import (
     Candidate,
@@ -41,7 +42,7 @@ from tformer.inference.translate import (
 from tformer.inference.unknown import Unknown, unknown_tokens, unknown_warning
 
 __all__ = ["NEEDS", "DecodeConfig", "Loaded", "Sample", "TextStream", "check_kind", "check_top", "checkpoint_kind",
-           "classify", "continue_prompt", "label_names", "load", "prompt_ids", "read_scored_lines",
+           "classify", "continue_prompt", "label_names", "load", "load_draft", "prompt_ids", "read_scored_lines",
            "run_decode", "sample_prompts", "score_lines", "score_pairs", "token_scores", "top_labels", "translate"]
 __all__ += ["Candidate", "Encoded", "SampleConfig", "Unknown", "check_n_best", "encode_sentences", "n_best_ids",
             "prefix_ids", "repetition_of", "split_prefixes", "translate_ids", "translate_n_best", "unknown_tokens",

@@ -18,6 +18,7 @@ from tformer.decoding.decoder import Decoder, decoder_of, model_of
 from tformer.decoding.generate import check_max_new_tokens
 from tformer.decoding.search import sample
 from tformer.decoding.settings import SampleConfig, repetition_of
+from tformer.decoding.speculative import Draft, SpeculativeStats
 from tformer.errors import UserError, allocating
 from tformer.tokenization import Tokenizer
 
@@ -72,13 +73,15 @@ class TextStream:
 
 def continue_prompt(model: nn.Module | Decoder, tokenizer: Tokenizer, prompt: str,
                     settings: SampleConfig = DEFAULT, *, max_new_tokens: int,
-                    on_text: Callable[[str], None] | None = None) -> str:
+                    on_text: Callable[[str], None] | None = None, draft: Draft | None = None,
+                    stats: SpeculativeStats | None = None) -> str:
     """The text a GPT writes after `prompt` (read as the start of a document, `prompt_ids`), drawn as
     `settings` say: at most `max_new_tokens` tokens, fewer where the context ends, stopping at the end-of-text
     token unless the settings say not to. `on_text(piece)` gets the text as it appears, to stream it: the
     prompt, then the new text of each token (a multi-byte character once it is whole). `model`: a model, or a
     `decoding.Decoder` holding it with its decoding state (`Loaded.decoder`). The settings' repetition control
-    counts the prompt: it is the start of the text."""
+    counts the prompt: it is the start of the text. `draft`: decode speculatively with it (`decoding.speculative`:
+    the same text greedily, the same distribution sampled), its acceptance counted in `stats`."""
     check_max_new_tokens(max_new_tokens)
     config = model_of(model).config
     prompt = normalise_text(prompt)
@@ -93,29 +96,32 @@ def continue_prompt(model: nn.Module | Decoder, tokenizer: Tokenizer, prompt: st
             on_text(piece)
 
     sample(model, [ids], settings, max_new_tokens=min(max_new_tokens, config.max_len - len(ids)),
-           eos_id=config.eos_id, on_token=stream)
+           eos_id=config.eos_id, on_token=stream, draft=draft, stats=stats)
     return produced.text
 
 
 class Sample(NamedTuple):
     """One continuation `sample_prompts` wrote: of prompt number `prompt` (0-based), its `sample`-th
-    (0-based), drawn with `seed` (None: unseeded)."""
+    (0-based), drawn with `seed` (None: unseeded); with a draft, what speculative decoding did (`stats`)."""
 
     prompt: int
     sample: int
     seed: int | None
     text: str
+    stats: SpeculativeStats | None = None
 
 
 def sample_prompts(model: nn.Module | Decoder, tokenizer: Tokenizer, prompts: list[str],
                    settings: SampleConfig = DEFAULT, *, num_samples: int = 1, max_new_tokens: int,
-                   on_text: Callable[[int, int, str], None] | None = None) -> Iterator[Sample]:
+                   on_text: Callable[[int, int, str], None] | None = None,
+                   draft: Draft | None = None) -> Iterator[Sample]:
     """`num_samples` continuations of each prompt (`continue_prompt`), prompt by prompt, as they are written.
     Every prompt is checked before the first is continued (a ValueError names the first that cannot be,
     counted from 1 when there are several). With a seed, the k-th continuation overall (from 0) is drawn with
     seed + k (mod 2**64), so the first is what `continue_prompt` writes with the same settings and the others
     differ. `on_text(prompt, sample, piece)`: the text as it appears, as `continue_prompt`'s. A bare model gets
-    one `Decoder` for all the prompts. The checks run at the call; the continuations as the iterator is read."""
+    one `Decoder` for all the prompts. `draft`: each continuation decoded speculatively (`continue_prompt`), its
+    `Sample.stats` saying how. The checks run at the call; the continuations as the iterator is read."""
     if num_samples < 1:
         raise UserError(f"num_samples={num_samples} must be a positive integer")
     if not prompts:
@@ -128,12 +134,12 @@ def sample_prompts(model: nn.Module | Decoder, tokenizer: Tokenizer, prompts: li
         except ValueError as e:
             raise UserError(f"prompt {number}: {e}" if len(prompts) > 1 else str(e)) from None
     return _samples(decoder_of(model), tokenizer, prompts, settings, num_samples=num_samples,
-                    max_new_tokens=max_new_tokens, on_text=on_text)
+                    max_new_tokens=max_new_tokens, on_text=on_text, draft=draft)
 
 
 def _samples(decoder: Decoder, tokenizer: Tokenizer, prompts: list[str], settings: SampleConfig, *,
-             num_samples: int, max_new_tokens: int,
-             on_text: Callable[[int, int, str], None] | None) -> Iterator[Sample]:
+             num_samples: int, max_new_tokens: int, on_text: Callable[[int, int, str], None] | None,
+             draft: Draft | None) -> Iterator[Sample]:
     """`sample_prompts`' continuations, once its checks have passed (a generator of its own, so that the
     checks run when `sample_prompts` is called, before any caller's output)."""
     k = 0
@@ -141,10 +147,11 @@ def _samples(decoder: Decoder, tokenizer: Tokenizer, prompts: list[str], setting
         for j in range(num_samples):
             drawn = None if settings.seed is None else (settings.seed + k) % 2**64
             show = None if on_text is None else (lambda piece, i=i, j=j: on_text(i, j, piece))
+            stats = None if draft is None else SpeculativeStats()
             with allocating(f"generating sample {j + 1} of prompt {i + 1}"):
                 text = continue_prompt(decoder, tokenizer, prompt, dataclasses.replace(settings, seed=drawn),
-                                       max_new_tokens=max_new_tokens, on_text=show)
-            yield Sample(i, j, drawn, text)
+                                       max_new_tokens=max_new_tokens, on_text=show, draft=draft, stats=stats)
+            yield Sample(i, j, drawn, text, stats)
             k += 1
 
 

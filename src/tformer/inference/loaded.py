@@ -16,8 +16,9 @@ from torch import nn
 
 from tformer.checkpoints import build_saved, load_config, load_weights, tokenizer_dir
 from tformer.config import ModelConfig, family_of
-from tformer.data.device import check_placement, place
+from tformer.data.device import check_placement, device_of, place
 from tformer.decoding.decoder import Decoder
+from tformer.decoding.speculative import DRAFT_TOKENS, Draft, check_draft_tokens
 from tformer.errors import UserError, allocating
 from tformer.quant import check_mode, quantize
 from tformer.tokenization import Tokenizer, check_vocabulary, load_tokenizer
@@ -46,6 +47,7 @@ class Loaded:
     kind: str  # seq2seq, gpt, bert, bert classifier (`checkpoint_kind`)
     dtype: str = "float32"  # what the weights were loaded as
     quantization: str | None = None  # "int8": linear layers quantized at load (`tformer.quant`)
+    draft: Draft | None = None  # a GPT's draft model for speculative decoding where it applies (`load_draft`)
     decoder: Decoder = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -116,4 +118,42 @@ def load(path: str | Path, *, command: str | None = None, device: str = "cpu", d
                   kind=checkpoint_kind(config, type(model).__name__), dtype=dtype, quantization=quantization)
 
 
-__all__ = ["NEEDS", "Loaded", "check_kind", "checkpoint_kind", "load"]
+def load_draft(path: str | Path, target: Loaded, *, tokens: int = DRAFT_TOKENS) -> Draft:
+    """The checkpoint at `path` as a draft for `target`'s speculative decoding (`decoding.speculative`),
+    proposing `tokens` tokens a round, placed as the target is (device, dtype, int8). Before its weights are
+    read, a UserError unless the target and the draft are both GPTs, the draft's tokenizer is the target's (the
+    same token for every id) and its context is at least the target's."""
+    check_draft_tokens(tokens, what="--draft-tokens")
+    if target.kind != "gpt":
+        raise UserError(f"--draft is for a GPT; checkpoint {target.path} holds a {type(target.config).__name__}, "
+                         "which writes no text a draft could propose")
+    config, model_class = load_config(path)
+    if checkpoint_kind(config, model_class) != "gpt":
+        raise UserError(f"draft checkpoint {path} holds a {type(config).__name__}, not a GPT; a draft is a small GPT "
+                         f"trained with the target's tokenizer (e.g. tformer train gpt-bible-draft)")
+    if tokenizer_dir(path) is None:
+        raise UserError(f"checkpoint {path} has no tokenizer/ directory")
+    differs = tokenizer_difference(target.tokenizer, load_tokenizer(path), config.vocab_size, target.config.vocab_size)
+    if differs:
+        raise UserError(f"draft checkpoint {path} does not share the target's vocabulary: {differs}; train the draft "
+                         "with the target's tokenizer (the same data: section)")
+    if config.max_len < target.config.max_len:
+        raise UserError(f"draft checkpoint {path} has a context of max_len={config.max_len}, shorter than the "
+                         f"target's max_len={target.config.max_len}; train the draft with at least the target's")
+    loaded = load(path, device=str(device_of(target.model)), dtype=target.dtype, quantization=target.quantization)
+    return Draft(loaded.decoder, tokens, str(path))
+
+
+def tokenizer_difference(target: Tokenizer, draft: Tokenizer, draft_vocab: int, target_vocab: int) -> str | None:
+    """How the draft's vocabulary differs from the target's (the model's size, the tokenizer's kind, size or
+    first token that differs), or None when they are the same."""
+    if draft_vocab != target_vocab:
+        return f"its model has vocab_size={draft_vocab}, the target's {target_vocab}"
+    if type(draft) is not type(target) or draft.vocab_size != target.vocab_size:
+        return (f"its tokenizer is a {type(draft).__name__} of {draft.vocab_size} tokens, the target's a "
+                f"{type(target).__name__} of {target.vocab_size}")
+    i = next((i for i in range(target.vocab_size) if draft.token(i) != target.token(i)), None)
+    return None if i is None else f"its id {i} is {draft.token(i)!r}, the target's {target.token(i)!r}"
+
+
+__all__ = ["NEEDS", "Loaded", "check_kind", "checkpoint_kind", "load", "load_draft", "tokenizer_difference"]

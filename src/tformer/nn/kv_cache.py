@@ -57,6 +57,13 @@ class KVCache:
         self.length = end
         return self.k[:, :, :end], self.v[:, :, :end]
 
+    def truncate(self, length: int) -> None:
+        """Forget every position from `length` on (speculative decoding's roll-back past a rejected token):
+        the next `update` writes there. Nothing is copied."""
+        if not 0 <= length <= self.length:
+            raise ValueError(f"cannot truncate a KV cache of {self.length} positions to {length}")
+        self.length = length
+
     def reorder(self, index: Tensor) -> None:
         """Keep the batch rows `index` (B',): only the filled positions are copied, into a second pair of
         buffers that then become the cache (beam search reorders at every step; copying the whole

@@ -86,9 +86,10 @@ def create_app(service: Service, *, sleep: Sleep = asyncio.sleep) -> FastAPI:
 
 def schedulers_of(service: Service, thread: ThreadPoolExecutor) -> dict[str, Scheduler]:
     """A continuous scheduler for each endpoint served that decodes a token at a time (`Endpoint.steps`) and
-    can for this model, unless --generate-batching micro: endpoint name -> scheduler."""
+    can for this model, unless --generate-batching micro or a draft model (speculative decoding decodes a
+    generation alone): endpoint name -> scheduler."""
     limits, out = service.limits, {}
-    if limits.generate_batching != "continuous":
+    if limits.generate_batching != "continuous" or service.loaded.draft is not None:
         return out
     for endpoint in service.served:
         batch = endpoint.steps(service.loaded, limits) if endpoint.steps is not None else None

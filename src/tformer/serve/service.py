@@ -130,6 +130,8 @@ class Service:
         for endpoint in self.served:
             extra |= endpoint.info(self) if endpoint.info is not None else {}
         mixer = c.match if isinstance(c, RNNSeq2SeqConfig) else c.attention.kind  # an RNN's MATCH, else the kind
+        if self.loaded.draft is not None:  # /generate's draft model (speculative decoding)
+            extra["draft"] = {"checkpoint": self.loaded.draft.path, "draft_tokens": self.loaded.draft.tokens}
         return {"checkpoint": self.loaded.path, "family": family_of(c), "kind": self.kind,
                 "model": type(self.model).__name__, "attention": mixer,
                 "device": str(next(self.model.parameters()).device), "dtype": self.loaded.dtype,

@@ -20,7 +20,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tformer.inference import Loaded, load
+from tformer.decoding.speculative import DRAFT_TOKENS
+from tformer.inference import Loaded, load, load_draft
 from tformer.serve.endpoints import attention, classify, generate, score, translate
 from tformer.serve.limits import Limits
 from tformer.serve.service import Endpoint, Service
@@ -30,12 +31,16 @@ ENDPOINTS: tuple[Endpoint, ...] = (translate.ENDPOINT, generate.ENDPOINT, score.
 
 
 def load_service(path: str | Path, *, limits: Limits, device: str = "auto", dtype: str = "float32",
-                 quantization: str | None = None) -> Service:
+                 quantization: str | None = None, draft: str | Path | None = None,
+                 draft_tokens: int = DRAFT_TOKENS) -> Service:
     """The checkpoint at `path` (any kind `inference.load` reads: trained here or imported from Hugging
     Face), on `device` in `dtype`, ready to serve; `quantization` ("int8") quantizes it at load, on the CPU.
     It serves each endpoint whose kinds hold its kind and that does not refuse it, and each of those reads
-    what it needs now (`Endpoint.setup`)."""
+    what it needs now (`Endpoint.setup`). `draft`: a GPT's draft checkpoint (`inference.load_draft`), held
+    by the loaded model, proposing `draft_tokens` tokens a round where /generate decodes speculatively."""
     loaded = load(path, device=device, dtype=dtype, quantization=quantization)
+    if draft is not None:
+        loaded.draft = load_draft(draft, loaded, tokens=draft_tokens)
     served, refused = [], {}
     for endpoint in (e for e in ENDPOINTS if loaded.kind in e.kinds):
         why = endpoint.refuses(loaded) if endpoint.refuses is not None else None

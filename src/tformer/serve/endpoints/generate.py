@@ -8,7 +8,9 @@ so any settings share the batch and a row gets what it would get alone. With --g
 a model whose layers keep a recurrent state) whole requests are micro-batched instead: the work is keyed by its
 settings (`SampleConfig.search_key()`); a seeded draw has no key and runs alone, since in a batch it would take
 other rows' random numbers; generations of one batch run in as few `decoding.search.sample` calls as the
-context allows, each row cut at its own max_new.
+context allows, each row cut at its own max_new. A server with a draft model (`tformer serve --draft`,
+`Loaded.draft`) micro-batches its generations and decodes a batch of one request speculatively
+(`decoding.speculative`: batch size 1); rows decoded together decode as without a draft.
 """
 
 from __future__ import annotations
@@ -123,9 +125,10 @@ def _run_rows(loaded: Loaded, rows: list[GenerateWork], streams: list[Any]) -> N
                 rows[row].emit(piece)
 
     most = max(g.max_new for g in rows)
+    draft = loaded.draft if len(rows) == 1 else None  # speculative decoding: one row at a time
     if most > 0:  # the rows' settings: equal (the batch key), but for what the key leaves out of a greedy search
         sample(loaded.decoder, [list(g.ids) for g in rows], rows[0].settings, max_new_tokens=most,
-               eos_id=loaded.config.eos_id, pad_id=loaded.config.pad_id or 0, on_token=on_token)
+               eos_id=loaded.config.eos_id, pad_id=loaded.config.pad_id or 0, on_token=on_token, draft=draft)
 
 
 # --- continuous batching -----------------------------------------------------------------------------------
