@@ -45,3 +45,24 @@ def test_anything_else_is_our_bug_and_keeps_its_traceback(monkeypatch: pytest.Mo
 
 def test_user_error_is_a_value_error() -> None:
     assert issubclass(UserError, ValueError)  # callers' `except ValueError` keeps catching it
+
+
+def test_an_install_hint_names_the_extras_packages_for_any_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The packages themselves serve a pip user and a clone alike (no editable install offered); without the
+    installed metadata, the extra."""
+    import importlib.metadata
+
+    from tformer.errors import install_hint
+
+    listed = ['ctranslate2>=4.7; extra == "ct2"', 'fastapi>=0.115; extra == "serve"',
+              'uvicorn >=0.30; extra == "serve"']
+    monkeypatch.setattr(importlib.metadata, "requires", lambda name: listed)
+    assert install_hint("ct2") == "pip install 'ctranslate2>=4.7' (tformer's [ct2] extra)"
+    assert install_hint("serve") == "pip install 'fastapi>=0.115' 'uvicorn>=0.30' (tformer's [serve] extra)"
+    assert "-e" not in install_hint("ct2")
+
+    def missing(name: str) -> list[str]:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "requires", missing)
+    assert install_hint("ct2") == "pip install 'tformer[ct2]'"
