@@ -16,6 +16,8 @@ from tformer.configio import (
     check_literals,
     dump_yaml,
     from_dict,
+    nested_keys,
+    nested_matches,
     parse_yaml,
     read_yaml,
     renamed_keys,
@@ -51,6 +53,32 @@ def test_unknown_keys_are_named_with_their_path() -> None:
     with pytest.raises(ValueError, match=r"unknown config key 'nam'; did you mean 'name'\? known keys: inner, limit, "
                                          r"name, rate, tags"):
         from_dict(Outer, {"nam": "y"})
+
+
+def test_a_nested_setting_given_by_its_name_alone_is_shown_its_dotted_key() -> None:
+    """A name no top-level key is close to, but the last part of a nested one (or close to it), is shown the
+    dotted key: `size=3` means `inner.size=3`; a top-level typo still gets the top-level key."""
+    with pytest.raises(ValueError, match=r"unknown config key 'size'; did you mean 'inner.size'\? known keys: inner"):
+        from_dict(Outer, {"size": 3})
+    with pytest.raises(ValueError, match=r"unknown config key 'colur'; did you mean 'inner.colour'\?"):
+        from_dict(Outer, {"colur": "red"})
+    with pytest.raises(ValueError, match=r"unknown config key 'nam'; did you mean 'name'\?"):
+        from_dict(Outer, {"nam": "y"})
+    with pytest.raises(ValueError, match=r"unknown config key 'zzz'; known keys"):
+        from_dict(Outer, {"zzz": 1})
+    assert nested_keys(Outer) == ["name", "rate", "tags", "limit", "inner.colour", "inner.size"]
+    assert nested_matches(Outer, "size") == ["inner.size"] and nested_matches(Outer, "name") == []
+
+
+def test_the_recipe_setting_of_a_bare_name_is_the_shallowest_first() -> None:
+    from tformer.tasks import meant_key
+    from tformer.tasks.translation import TranslationRecipe
+
+    assert nested_matches(TranslationRecipe, "seed") == ["train.seed", "data.synthetic.seed"]
+    assert nested_matches(TranslationRecipe, "time_budget") == ["train.time_budget_min"]
+    assert (meant_key("--time-budget"), meant_key("--out-dir"), meant_key("--lr")) == \
+        ("train.time_budget_min", "out_dir", "train.optim.lr")
+    assert meant_key("--bogus") is None
 
 
 @dataclass(kw_only=True)

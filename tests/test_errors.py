@@ -93,3 +93,24 @@ def test_a_memory_limit_too_low_for_torch_is_one_line() -> None:
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("tformer: error: the memory limit is too low to load torch (")
     assert done.stderr.count("\n") == 1 and done.stdout == ""
+
+
+def test_an_install_hint_names_the_extras_packages_for_any_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The packages themselves serve a pip user and a clone alike (no editable install offered); without the
+    installed metadata, the extra."""
+    import importlib.metadata
+
+    from tformer.errors import install_hint
+
+    listed = ['ctranslate2>=4.7; extra == "ct2"', 'fastapi>=0.115; extra == "serve"',
+              'uvicorn >=0.30; extra == "serve"']
+    monkeypatch.setattr(importlib.metadata, "requires", lambda name: listed)
+    assert install_hint("ct2") == "pip install 'ctranslate2>=4.7' (tformer's [ct2] extra)"
+    assert install_hint("serve") == "pip install 'fastapi>=0.115' 'uvicorn>=0.30' (tformer's [serve] extra)"
+    assert "-e" not in install_hint("ct2")
+
+    def missing(name: str) -> list[str]:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "requires", missing)
+    assert install_hint("ct2") == "pip install 'tformer[ct2]'"

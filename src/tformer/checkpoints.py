@@ -152,16 +152,30 @@ def tokenizer_dir(path: str | os.PathLike) -> Path | None:
 def checkpoint_file(path: Path, name: str) -> Path:
     """`<path>/<name>`, checked against the manifest (`manifest.verify_file`: listed, size, SHA-256); a
     ValueError naming the checkpoint if there is no such directory or file; for a run directory given in
-    place of one of its checkpoints, the message names the checkpoint meant (`run_checkpoint`)."""
+    place of one of its checkpoints, the message names the checkpoint meant (`run_checkpoint`), and for
+    another program's model, what it is (`refuse_foreign`)."""
     if not path.is_dir():
         raise UserError(f"checkpoint {path}: no such directory")
     file = path / name
     if not file.is_file():
+        refuse_foreign(path)
         meant = run_checkpoint(path)
         hint = f"; {path} is a run directory: did you mean {meant}?" if meant is not None else ""
         raise UserError(f"checkpoint {path}: missing {name}{hint}")
     verify_file(path, name)
     return file
+
+
+def refuse_foreign(path: Path) -> None:
+    """A UserError saying what `path`, a directory without a file a checkpoint needs, is instead: a
+    CTranslate2 model (model.bin; `tformer convert --to-ct2` also leaves a config.yaml there), or a Hugging
+    Face one (config.json, no config.yaml)."""
+    if (path / "model.bin").is_file() and not (path / MODEL_FILE).is_file():
+        raise UserError(f"{path} is a CTranslate2 model (model.bin); tformer reads its own checkpoints, or Hugging "
+                        "Face ones converted with tformer convert --from-hf DIR --out CHECKPOINT")
+    if (path / "config.json").is_file() and not (path / CONFIG_FILE).is_file():
+        raise UserError(f"{path} is a Hugging Face model (config.json); convert it first: tformer convert "
+                        f"--from-hf {path} --out CHECKPOINT")
 
 
 def run_checkpoint(path: Path) -> Path | None:
@@ -179,5 +193,5 @@ def _read_yaml(path: Path) -> dict:
 
 
 __all__ = ["CONFIG_FILE", "MANIFEST_FILE", "MODEL_FILE", "RENAMED", "TOKENIZER_DIR", "TRAINER_FILE", "build_saved",
-           "checkpoint_file",
+           "checkpoint_file", "refuse_foreign",
            "load_config", "load_model", "load_weights", "renamed", "tied_names", "tokenizer_dir"]

@@ -8,8 +8,11 @@
     dump_yaml(data)               the text written back (recipe.yaml, a checkpoint's config.yaml)
     from_dict(cls, data)          a dataclass from nested dicts: an unknown key, a wrong type, a value
                                   outside a `Literal[...]`, a float that is not finite or an integer
-                                  beyond 64 bits is a ValueError naming the dotted key; a key the
-                                  class has renamed (its RENAMED) is refused with a pointer to the new one
+                                  beyond 64 bits is a ValueError naming the dotted key (an unknown one
+                                  with the key meant: a typo's, or a nested setting's given by its name
+                                  alone); a key the class has renamed (its RENAMED) is refused with a
+                                  pointer to the new one
+    nested_keys(cls), nested_matches(cls, name)   every dotted setting; those a bare name likely means
     renamed_keys(cls, data)       a file's keys from before a rename under their new names (a saved
                                   checkpoint's config.yaml loads; a recipe or an override is refused)
     to_dict(config)               the dataclass as nested dicts
@@ -247,11 +250,38 @@ def from_dict(cls: type[C], data: dict, *, where: str = "") -> C:
         name = f"{where}{key}"
         if key not in known:
             _refuse_renamed(cls, key, where)
-            close = difflib.get_close_matches(str(key), known, n=1)  # a typo: `train.max_step`, `lr` for `optim.lr`
-            hint = f"did you mean {shown(where + close[0])}? " if close else ""
+            close = difflib.get_close_matches(str(key), known, n=1)  # a typo: `train.max_step`
+            deeper = [] if close else nested_matches(cls, str(key))  # a leaf's name alone: `time_budget_min`
+            meant = " or ".join(shown(where + k) for k in (close or deeper))
+            hint = f"did you mean {meant}? " if meant else ""
             raise UserError(f"unknown config key {shown(name)}; {hint}known keys: {', '.join(sorted(known))}")
         kwargs[key] = _coerce(hints[key], with_default(known[key], hints[key], value), name)
     return cls(**kwargs)
+
+
+def nested_keys(cls: type, prefix: str = "") -> list[str]:
+    """The dotted keys of every setting of dataclass `cls` and of the dataclasses nested in it, in field
+    order (`train.optim.lr`); a sub-config is walked, not listed itself."""
+    keys = []
+    for name, hint in _hints(cls).items():
+        if dataclasses.is_dataclass(hint):
+            keys += nested_keys(hint, f"{prefix}{name}.")
+        else:
+            keys.append(f"{prefix}{name}")
+    return keys
+
+
+def nested_matches(cls: type, name: str, *, n: int = 2) -> list[str]:
+    """The dotted keys below the top level of dataclass `cls` that `name` most likely means: those whose last
+    part is `name`, else whose last part is close to it (`time_budget` -> `train.time_budget_min`); at most
+    `n`, best first (of one name, the shallower first). What a setting given by its name alone, or spelt as
+    an option, is told to write."""
+    dotted = [k for k in nested_keys(cls) if "." in k]
+    leaves: dict[str, list[str]] = {}
+    for key in dotted:
+        leaves.setdefault(key.rsplit(".", 1)[1], []).append(key)
+    close = [name] if name in leaves else difflib.get_close_matches(name, leaves, n=n)
+    return [key for leaf in close for key in sorted(leaves[leaf], key=lambda k: k.count("."))][:n]  # shallow first
 
 
 def _refuse_renamed(cls: type, key: object, where: str) -> None:
@@ -410,6 +440,6 @@ def _type_name(hint: Any) -> str:
 
 __all__ = [
     "MAX_ALIAS_NODES", "OutOfRange", "StrictLoader", "apply_overrides", "check_choice", "check_finite",
-    "check_literals", "dump_yaml", "flat_keys", "from_dict", "given", "parse_yaml", "read_yaml", "renamed_keys",
-    "set_dotted", "shown", "to_dict", "yaml_problem",
+    "check_literals", "dump_yaml", "flat_keys", "from_dict", "given", "nested_keys", "nested_matches", "parse_yaml",
+    "read_yaml", "renamed_keys", "set_dotted", "shown", "to_dict", "yaml_problem",
 ]

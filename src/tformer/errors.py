@@ -96,9 +96,22 @@ class UserError(ValueError):
 
 
 def install_hint(extra: str) -> str:
-    """How to install the optional packages of the extra `extra`, in both forms: for tformer installed from an
-    index, and for a clone of its repository (where `tformer[...]` names no package pip can find)."""
-    return f"pip install 'tformer[{extra}]', or from a clone of the repository: pip install -e '.[{extra}]'"
+    """How to install the optional packages of the extra `extra`: the packages themselves, as the installed
+    tformer's metadata lists them (`pip install 'ctranslate2>=4.7'`), which serves however tformer was
+    installed (from an index, `pip install .`, or editable from a clone); without that metadata (a source
+    tree run as it is), the extra."""
+    import re
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        listed = requires("tformer") or []
+    except PackageNotFoundError:
+        listed = []
+    marker = re.compile(rf"""extra\s*==\s*["']{re.escape(extra)}["']""")
+    packages = [r.split(";", 1)[0].replace(" ", "") for r in listed if marker.search(r)]
+    if not packages:
+        return f"pip install 'tformer[{extra}]'"
+    return f"pip install {' '.join(repr(p) for p in packages)} (tformer's [{extra}] extra)"
 
 
 __all__ = ["OutOfMemory", "UserError", "allocating", "install_hint", "is_allocation_failure", "out_of_memory",

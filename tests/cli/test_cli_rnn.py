@@ -66,7 +66,8 @@ def test_rnn_recipe_trains_and_resumes_bitwise(trained: Path, tmp_path: Path) ->
     assert (saved["family"], saved["model"], saved["config"]["match"]) == ("rnn", "RNNEncoderDecoder", "general")
     split = tmp_path / "split"
     assert main(["train", str(trained), f"out_dir={split}", f"train.max_steps={STEPS // 2}", "--no-progress"]) == 0
-    assert main(["train", str(trained), "--resume", f"out_dir={split}", "--no-progress"]) == 0
+    resumed = ["train", str(trained), "--resume", f"out_dir={split}", f"train.max_steps={STEPS}", "--no-progress"]
+    assert main(resumed) == 0  # the run was made with STEPS // 2: resuming to another length is said
     a, b = weights(straight), weights(split)
     assert a.keys() == b.keys() and all(a[k].equal(b[k]) for k in a)
     logged = [yaml.safe_load(line) for line in (split / "metrics.jsonl").read_text().splitlines()]

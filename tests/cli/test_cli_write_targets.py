@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 from catalogue import World, snapshot
 
 from tformer import recipes
@@ -46,13 +47,26 @@ class Inputs:
         self.run = root / "run"
         shutil.copytree(world.s2s, self.run / "best")
         shutil.copy(world.recipe, self.run / "recipe.yaml")
-        self.gpt_copy = Path(shutil.copytree(world.gpt, root / "gpt-copy"))  # a second checkpoint to average
+        self.gpt_copy = other_step(world.gpt, root / "gpt-copy")  # a second checkpoint to average
         self.metrics = root / "metrics"
         self.metrics.mkdir()
         (self.metrics / "metrics.jsonl").write_text('{"step": 1, "loss": 3.0, "lr": 0.001}\n'
                                                     '{"step": 2, "loss": 2.5, "lr": 0.001}\n'
                                                     '{"step": 2, "eval/valid_loss": 2.7}\n')
         self.references: dict[str, bytes] = {}
+
+
+def other_step(checkpoint: Path, path: Path) -> Path:
+    """A checkpoint of the same model and tokenizer as `checkpoint` with other weights (a later step's)."""
+    from tformer.checkpoints import load_model
+    from tformer.tokenization import load_tokenizer
+    from tformer.training.checkpoint import save_checkpoint
+
+    model, config = load_model(checkpoint)
+    with torch.no_grad():
+        next(model.parameters()).add_(0.5)
+    save_checkpoint(path, model=model, config=config, tokenizer=load_tokenizer(checkpoint / "tokenizer"))
+    return path
 
 
 @pytest.fixture(scope="module")

@@ -64,8 +64,8 @@ CASES = [
          lambda c: ["score", "--checkpoint", str(c.w.gpt), c.file("a.txt", "In\n"), "-i", c.file("b.txt", "x\n")],
          ("give the file to score once: as FILE ({tmp}/a.txt) or as --input ({tmp}/b.txt)",)),
     Case("train-tensorboard-not-installed", without_tensorboard,
-         ("train.tensorboard=true (--tensorboard) needs the tensorboard package: pip install 'tformer[tb]', "
-          "or from a clone of the repository: pip install -e '.[tb]'",)),
+         ("train.tensorboard=true (--tensorboard) needs the tensorboard package: pip install 'tensorboard>=",
+          "(tformer's [tb] extra)")),
 ]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 from test_training_numerics import TinyLM, config, records, train_config
@@ -87,6 +89,17 @@ def test_average_refuses_checkpoints_of_other_models(tmp_path, capsys) -> None: 
         average_checkpoints(paths[:1], tmp_path / "avg")
     with pytest.raises(UserError, match="given twice"):
         average_checkpoints([paths[0], paths[0]], tmp_path / "avg")
+
+
+def test_average_refuses_two_checkpoints_of_one_step(tmp_path) -> None:  # noqa: ANN001
+    """Two directories holding the same weights (a run's best and last after a last evaluation that was its
+    best) are one checkpoint: refused, whatever else is averaged with them."""
+    paths = checkpoints(tmp_path, 2)
+    shutil.copytree(paths[0], tmp_path / "again")
+    with pytest.raises(UserError, match=r"c0 and .*again are the same checkpoint \(the same weights\): an average "
+                                        r"would count it twice"):
+        average_checkpoints([paths[0], paths[1], tmp_path / "again"], tmp_path / "avg")
+    assert not (tmp_path / "avg").exists()
 
 
 def test_average_last_keeps_the_mean_of_the_last_evaluations_and_resumes(tmp_path) -> None:  # noqa: ANN001

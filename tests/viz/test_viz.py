@@ -162,6 +162,19 @@ def test_plot_attention_grid_and_zoom(gpt, tmp_path, capsys) -> None:  # noqa: A
     assert sorted(p.name for p in tmp_path.iterdir()) == ["grid.png", "zoom.png", "zoom.svg"]  # no temp files
 
 
+@pytest.mark.parametrize("match", ["additive", "dot"])
+def test_an_rnns_attention_is_titled_by_its_match(match: str) -> None:
+    """An RNN has one attention, of its decoder over the source: named by its MATCH, not "layer 0, head 0"."""
+    tokenizer = CharTokenizer.train([SENTENCE, "der Hund"])
+    ids = {"vocab_size": tokenizer.vocab_size, "pad_id": tokenizer.pad_id, "bos_id": tokenizer.bos_id,
+           "eos_id": tokenizer.eos_id}
+    config = tformer.preset("rnn-attention-small", {"d_model": 16, "n_layers": 1, "max_len": 64, "match": match, **ids})
+    maps = attention.attention_maps(tformer.build_model(config).eval(), tokenizer, SENTENCE, target="der Hund")
+    figure = attention.plot_attention(maps)
+    assert [a.get_title() for a in figure.axes if a.get_title()] == [f"decoder attention ({match})"]
+    assert figure.subfigs[0]._suptitle.get_text().startswith(f"decoder attention ({match} match): ")
+
+
 def test_plot_attention_of_a_translator_has_three_sections(translation_run, tmp_path) -> None:  # noqa: ANN001
     out = tmp_path / "att.png"
     assert main(["plot", "attention", "--checkpoint", str(translation_run / "best"), "--text", SENTENCE,

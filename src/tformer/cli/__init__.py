@@ -97,6 +97,17 @@ class Parser(argparse.ArgumentParser):
         print(f"tformer: error: {message}", file=sys.stderr)
         raise SystemExit(EXIT_USER_ERROR)
 
+    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:  # type: ignore[override]
+        """argparse's, with a word on what unrecognized arguments were likely meant as: a command sets
+        `unknown_hint` (its parser's default), a function of the arguments left over that returns the
+        hint, or None."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            hint = getattr(parsed, "unknown_hint", None)
+            said = hint(extras) if hint is not None else None
+            self.error(f"unrecognized arguments: {' '.join(extras)}" + (f"; {said}" if said else ""))
+        return parsed
+
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
         """A command's options and positional arguments in any order (`tformer train demo --resume
         out_dir=runs/x`): a parser without subcommands parses intermixed; `tformer` itself, which has

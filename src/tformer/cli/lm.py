@@ -50,7 +50,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--checkpoint", required=True, help="a GPT or encoder-decoder checkpoint directory")
     p.add_argument("file", nargs="?", help="text file: one sequence a line (encoder-decoder: source<TAB>target); "
                    "the same as --input")
-    shared.add_input(p, "sequences to score (encoder-decoder: source<TAB>target)")
+    shared.add_input(p, "sequences to score (encoder-decoder: source<TAB>target)", positional=True)
     shared.add_output(p, "the table of scores")
     p.add_argument("--per-token", action="store_true", help="also print log p(x_t | x_<t) of every token")
     shared.add_placement(p, int8=True)

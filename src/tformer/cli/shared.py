@@ -43,8 +43,35 @@ class HelpFormatter(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
-def add_input(p: argparse.ArgumentParser, what: str) -> None:
+def add_input(p: argparse.ArgumentParser, what: str, *, positional: bool = False) -> None:
+    """-i/--input; a command without a positional FILE (`positional`) tells a file given as one to use -i."""
     p.add_argument("-i", "--input", default=STD, metavar="FILE", help=f"{what}, one a line; - for stdin")
+    if not positional:
+        p.set_defaults(unknown_hint=input_hint)
+
+
+def input_hint(extras: Sequence[str]) -> str | None:
+    """For a command that reads its input from -i or stdin: a file given as an argument is shown the way."""
+    given = next((a for a in extras if not a.startswith("-")), None)
+    return None if given is None else f"give the input as -i {given} or < {given}"
+
+
+def overrides_hint(extras: Sequence[str]) -> str | None:
+    """For a command that takes a recipe's `key=value` overrides (train, demo): a setting spelt as an option
+    (`--time-budget 2`, `--max-steps=10`) is shown the override it likely means
+    (`tasks.meant_key`)."""
+    from tformer.tasks import meant_key
+
+    for i, arg in enumerate(extras):
+        name, sep, value = arg.partition("=")
+        if not name.startswith("--"):
+            continue
+        if not sep and i + 1 < len(extras) and not extras[i + 1].startswith("-"):
+            value = extras[i + 1]
+        key = meant_key(name)
+        if key is not None:
+            return f"a recipe's settings are key=value overrides: did you mean {key}={value or '...'}?"
+    return None
 
 
 def add_output(p: argparse.ArgumentParser, what: str) -> None:
@@ -214,4 +241,5 @@ def answer_lines(args: argparse.Namespace, answer: Callable[[list[str], int], It
 
 
 __all__ = ["STD", "HelpFormatter", "add_input", "add_no_progress", "add_output", "add_placement", "add_settings",
-           "answer_lines", "check_output", "is_std", "placement", "progress", "unknown_warner", "warn", "write_text"]
+           "answer_lines", "check_output", "input_hint", "is_std", "overrides_hint", "placement", "progress",
+           "unknown_warner", "warn", "write_text"]

@@ -11,9 +11,14 @@ import sys
 
 from tformer.cli import shared
 
+SHORTER = ("A shorter run: train.time_budget_min=2 (minutes of training steps and evaluations; the set-up before "
+           "the first step, reading the data and building the tokenizer, is not counted), or train.max_steps=500; "
+           "e.g. tformer train demo train.time_budget_min=2 out_dir=runs/quick. Every key of the recipe is "
+           "an override: tformer recipes copy demo my.yaml shows them.")
+
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train a model from a YAML recipe")
+    p = sub.add_parser("train", help="train a model from a YAML recipe", epilog=SHORTER)
     p.add_argument("config", help="YAML recipe file, or a shipped recipe's name (tformer recipes list), e.g. demo")
     p.add_argument("overrides", nargs="*", default=[],  # a default: optional, not in "the arguments are required"
                    help="key=value overrides, e.g. train.max_steps=100, before or after the options")
@@ -23,17 +28,19 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     shared.add_no_progress(p, what="no progress bar; print each evaluation's metrics as a line")
     p.add_argument("--tensorboard", action="store_true",
                    help="also log to OUT_DIR/tensorboard, as train.tensorboard=true (needs tformer[tb])")
-    p.set_defaults(run=cmd_train)
+    p.set_defaults(run=cmd_train, unknown_hint=shared.overrides_hint)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     from tformer.runs import RunDir
-    from tformer.tasks import load_recipe, train
+    from tformer.tasks import load_recipe, resume_of, train
     from tformer.training.distributed import launched_world
     from tformer.training.loop import stop_summary
 
-    recipe = load_recipe(args.config, args.overrides + (["train.tensorboard=true"] if args.tensorboard else []))
-    state = train(recipe, resume=args.resume, overwrite=args.overwrite, progress=shared.progress(args))
+    overrides = args.overrides + (["train.tensorboard=true"] if args.tensorboard else [])
+    recipe = load_recipe(args.config, overrides)
+    resume = resume_of(args.config, overrides) if args.resume else False
+    state = train(recipe, resume=resume, overwrite=args.overwrite, progress=shared.progress(args))
     if state.get("interrupted"):
         return report_interrupt(state, recipe.out_dir, "continue with --resume")
     if not launched_world().is_main:  # under torchrun, rank 0 reports

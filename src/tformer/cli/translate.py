@@ -68,7 +68,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="key=value overrides, e.g. train.max_steps=100, before or after the options")
     p.add_argument("--overwrite", action="store_true", help="replace the run already in OUT_DIR")
     shared.add_no_progress(p, what="no progress bars; print each evaluation's metrics as a line")
-    p.set_defaults(run=cmd_demo)
+    p.set_defaults(run=cmd_demo, unknown_hint=shared.overrides_hint)
 
 
 def add_decode_args(p: argparse.ArgumentParser) -> None:

@@ -18,8 +18,7 @@ feed-forwards, multi-/grouped-query attention, RoPE ("rotate half") and, for a G
 
 The directory holds CTranslate2's files (model.bin, config.json, the vocabulary as JSON, CTranslate2 maps
 strings to ids), our tokenizer's file (so the directory alone tokenizes) and our config.yaml (so `load_ct2`
-knows the context length). CTranslate2 is an optional dependency: `pip install 'tformer[ct2]'` (from a clone:
-`pip install -e '.[ct2]'`).
+knows the context length). CTranslate2 is an optional dependency, the `ct2` extra: `pip install ctranslate2`.
 
 B batch, n source length, d width.
 """

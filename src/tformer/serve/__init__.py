@@ -19,8 +19,8 @@ micro-batches, generations in a continuous batch.
 
 Adding an endpoint is its module under endpoints/, its line in `endpoints.ENDPOINTS`, and the page.
 
-FastAPI and uvicorn are the `serve` extra (`pip install 'tformer[serve]'`; from a clone of the repository,
-`pip install -e '.[serve]'`): only `limits`, `errors` and `service` import without them, and the rest of tformer never
+FastAPI and uvicorn are the `serve` extra (`pip install fastapi uvicorn`, or `pip install '.[serve]'` from a
+clone): only `limits`, `errors` and `service` import without them, and the rest of tformer never
 imports this package.
 """
 

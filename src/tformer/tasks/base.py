@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
+import yaml
 from torch import Tensor, nn
 
-from tformer.checkpoints import tokenizer_dir
+from tformer.checkpoints import TRAINER_FILE, tokenizer_dir
 from tformer.config import ModelConfig
 from tformer.configio import check_choice, dump_yaml, flat_keys, parse_yaml, read_yaml, shown, to_dict
 from tformer.data.device import device_of, to_device
@@ -25,6 +26,7 @@ from tformer.errors import UserError
 from tformer.models.calc import model_summary
 from tformer.runs import RunDir
 from tformer.tokenization import Tokenizer, load_tokenizer
+from tformer.training.checkpoint import read_trainer
 from tformer.training.distributed import launched_world
 from tformer.training.loop import Task, fit
 from tformer.training.losses import label_smoothed_nll, nll_sum
@@ -85,6 +87,73 @@ def _may_change(key: str) -> bool:
     return any(key == k or (k.endswith(".") and key.startswith(k)) for k in RESUME_MAY_CHANGE)
 
 
+@dataclass(frozen=True)
+class Resume:
+    """`--resume` as a command gives it: the dotted keys its overrides set now (`given`), and the recipe they
+    were applied to, flat, as recipe.yaml would hold it (`base`; None if it cannot be built alone). Passed as
+    `resume=` (it is true, as `resume=True` is), it makes a resumed run say how the run was made and keeps a
+    setting the run was made with from changing unasked: a key of RESUME_MAY_CHANGE (a time budget, a step
+    count, a decoding setting) whose saved value differs from this command's must be given now, with the old
+    value to continue as made or a new one to change it. `resume=True` (the Python API, whose recipe is given
+    whole) changes them as the recipe says."""
+
+    given: tuple[str, ...]
+    base: dict[str, Any] | None
+
+    def gives(self, key: str) -> bool:
+        return any(key == g or key.startswith(f"{g}.") for g in self.given)
+
+
+def setting(key: str, value: Any) -> str:
+    """`key=value` as an override would give it (`train.time_budget_min=2`, `decode.beam=4`)."""
+    if value is _UNSET:
+        return f"{key} unset"
+    text = yaml.safe_dump(value, default_flow_style=True, width=1 << 30).strip()
+    return f"{key}={text.removesuffix('...').strip()}"
+
+
+_UNSET = object()
+
+
+def resumed_line(out_dir: Path, recipe: Any, resume: Resume | bool) -> str:
+    """The line a resumed run starts with, `resuming runs/x at step N (of the run made with KEY=VALUE ...)`,
+    after the checks a `Resume` asks for (its docstring); with a `Resume`, a run that is finished under this
+    recipe's max_steps and time budget, which would train no step, is refused too. A UserError names the keys
+    and what to give."""
+    run, train = RunDir(out_dir), recipe.train
+    trainer = run.last / TRAINER_FILE
+    if not trainer.is_file():  # no such checkpoint: `check_resumable` says so
+        return f"resuming {out_dir}"
+    saved = flat_keys(read_yaml(run.recipe, what=f"cannot resume: {run.recipe}") or {}) if run.recipe.is_file() else {}
+    made = ""
+    if isinstance(resume, Resume) and saved:
+        now = flat_keys(parse_yaml(dump_yaml(to_dict(recipe)), what="the recipe"))
+        unasked = [k for k in sorted(saved.keys() | now.keys()) if k != "out_dir" and _may_change(k)
+                   and saved.get(k, _UNSET) != now.get(k, _UNSET) and not resume.gives(k)]
+        if unasked:
+            was = " ".join(setting(k, saved.get(k, _UNSET)) for k in unasked)
+            would = " ".join(setting(k, now.get(k, _UNSET)) for k in unasked)
+            raise UserError(f"cannot resume {out_dir} as given: the run was made with {was}, and this command would "
+                            f"continue it with {would}; give {was} to continue it as it was made, or the new "
+                            "value to change it")
+        if resume.base is not None:
+            made = " ".join(setting(k, saved.get(k, _UNSET)) for k in sorted(saved.keys() | resume.base.keys())
+                            if saved.get(k, _UNSET) != resume.base.get(k, _UNSET))
+            made = f" (of the run made with {made or 'the recipe as it is'})"
+    state = read_trainer(run.last)["state"]
+    step, minutes = state["step"], state.get("elapsed", 0.0) / 60
+    if not isinstance(resume, Resume):  # the Python API's resume=True: the loop returns at once, "stopped" says why
+        return f"resuming {out_dir} at step {step}"
+    if step >= train.max_steps:
+        raise UserError(f"{out_dir} is finished: it reached step {step}, its train.max_steps; to train on, give a "
+                        f"larger one, e.g. train.max_steps={2 * step}")
+    if train.time_budget_min is not None and minutes >= train.time_budget_min:
+        raise UserError(f"{out_dir} is finished: it stopped at step {step} after {minutes:.1f} min, its time budget "
+                        f"(train.time_budget_min={train.time_budget_min:g}) spent; to train on, give a larger one, "
+                        f"e.g. train.time_budget_min={2 * train.time_budget_min:g}")
+    return f"resuming {out_dir} at step {step}{made}"
+
+
 # --- training -------------------------------------------------------------------------------------------
 
 
@@ -97,7 +166,8 @@ class Setup(NamedTuple):
     tokenizer: Tokenizer
 
 
-def run_task(recipe: Any, setup: Callable[[Any], Setup], *, resume: bool, progress: bool, overwrite: bool = False,
+def run_task(recipe: Any, setup: Callable[[Any], Setup], *, resume: bool | Resume, progress: bool,
+             overwrite: bool = False,
              finish: Callable[[dict[str, Any], Setup], dict[str, Any]] | None = None) -> dict[str, Any]:
     """Train (or resume) a recipe the way every task does, and return the loop's final state.
 
@@ -124,6 +194,9 @@ def run_task(recipe: Any, setup: Callable[[Any], Setup], *, resume: bool, progre
                 recover(checkpoint)
         if resume:
             check_resumed_recipe(out_dir, recipe)
+            line = resumed_line(out_dir, recipe, resume)
+            if main:
+                print(line, flush=True)
         torch.manual_seed(recipe.train.seed)
         built = setup(resumed_tokenizer(out_dir) if resume else None)
         if main:  # what the run costs, before it starts
@@ -175,5 +248,5 @@ def token_nll(model: nn.Module, batches: list[Any], forward: Forward, *, pad_id:
     return total, count
 
 
-__all__ = ["RESUME_MAY_CHANGE", "ModelSpec", "Setup", "check_recipe", "check_resumed_recipe", "run_task", "token_loss",
-           "token_nll"]
+__all__ = ["RESUME_MAY_CHANGE", "ModelSpec", "Resume", "Setup", "check_recipe", "check_resumed_recipe", "resumed_line",
+           "run_task", "setting", "token_loss", "token_nll"]

@@ -36,7 +36,7 @@ from tformer.data.text import load_text_corpus, read_texts
 from tformer.errors import UserError
 from tformer.models.bert import BertForPretraining
 from tformer.models.presets import preset
-from tformer.tasks.base import ModelSpec, Setup, check_recipe, run_task
+from tformer.tasks.base import ModelSpec, Resume, Setup, check_recipe, run_task
 from tformer.tokenization.wordpiece import WordPieceTokenizer
 from tformer.training.config import TrainConfig
 from tformer.training.optim import OptimConfig
@@ -216,7 +216,7 @@ def model_config(recipe: PretrainRecipe, tokenizer: WordPieceTokenizer) -> BertC
     return config
 
 
-def train_bert(recipe: PretrainRecipe, *, resume: bool = False, overwrite: bool = False,
+def train_bert(recipe: PretrainRecipe, *, resume: bool | Resume = False, overwrite: bool = False,
                progress: bool = True) -> dict[str, Any]:
     """Pretrain (or resume) the recipe's BERT; returns the loop's final state."""
 

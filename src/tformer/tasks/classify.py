@@ -39,7 +39,7 @@ from tformer.inference.loaded import load
 from tformer.models.bert import BertClassifier
 from tformer.models.presets import preset
 from tformer.runs import RunDir
-from tformer.tasks.base import ModelSpec, Setup, check_recipe, run_task
+from tformer.tasks.base import ModelSpec, Resume, Setup, check_recipe, run_task
 from tformer.tokenization import Tokenizer
 from tformer.tokenization.hf import check_vocabulary, load_tokenizer
 from tformer.tokenization.wordpiece import WordPieceTokenizer
@@ -208,7 +208,7 @@ def check_labels(train: Labelled, data: ClassifyDataConfig) -> None:
                          "needs training examples of at least 2 labels")
 
 
-def train_classifier(recipe: ClassifyRecipe, *, resume: bool = False, overwrite: bool = False,
+def train_classifier(recipe: ClassifyRecipe, *, resume: bool | Resume = False, overwrite: bool = False,
                      progress: bool = True) -> dict[str, Any]:
     """Train (or resume) the classifier, then score its best checkpoint on the test split (if there is one)."""
     train = load_split(recipe.data, "train")

@@ -45,7 +45,7 @@ from tformer.errors import UserError
 from tformer.files import write_atomic
 from tformer.models.presets import build_model, preset
 from tformer.runs import RunDir
-from tformer.tasks.base import ModelSpec, Setup, check_recipe, run_task, token_loss, token_nll
+from tformer.tasks.base import ModelSpec, Resume, Setup, check_recipe, run_task, token_loss, token_nll
 from tformer.tokenization import Tokenizer
 from tformer.tokenization.bpe import BPETokenizer
 from tformer.tokenization.char import CharTokenizer
@@ -282,7 +282,7 @@ def model_config(recipe: LMRecipe, tokenizer: Tokenizer) -> GPTConfig:
     return config
 
 
-def train_lm(recipe: LMRecipe, *, resume: bool = False, overwrite: bool = False,
+def train_lm(recipe: LMRecipe, *, resume: bool | Resume = False, overwrite: bool = False,
              progress: bool = True) -> dict[str, Any]:
     """Train (or resume) the recipe's language model, then sample from it; returns the loop's final state
     with the samples under "samples" (also written to out_dir/samples.txt)."""

@@ -31,7 +31,7 @@ from tformer.inference.loaded import check_kind, load
 from tformer.inference.translate import translate
 from tformer.models.presets import build_model, preset
 from tformer.runs import RunDir
-from tformer.tasks.base import ModelSpec, Setup, check_recipe, run_task, token_loss, token_nll
+from tformer.tasks.base import ModelSpec, Resume, Setup, check_recipe, run_task, token_loss, token_nll
 from tformer.tokenization import Tokenizer
 from tformer.tokenization.bpe import BPETokenizer
 from tformer.tokenization.char import CharTokenizer
@@ -230,7 +230,7 @@ class TranslationTask:
                 "chrf": scores.chrf}
 
 
-def train_translation(recipe: TranslationRecipe, *, resume: bool = False, overwrite: bool = False,
+def train_translation(recipe: TranslationRecipe, *, resume: bool | Resume = False, overwrite: bool = False,
                       progress: bool = True, test_split: bool = False) -> dict[str, Any]:
     """Train (or resume) the recipe's model; returns the loop's final state. `test_split`: the caller scores
     the test split once trained (`tformer demo`), so it is checked with the rest of the data, before the run

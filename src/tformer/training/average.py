@@ -23,13 +23,13 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from tformer.checkpoints import TOKENIZER_DIR, load_config, load_model
+from tformer.checkpoints import TOKENIZER_DIR, TRAINER_FILE, load_config, load_model
 from tformer.config import ModelConfig
 from tformer.configio import to_dict
 from tformer.errors import UserError
 from tformer.files import write_atomic
 from tformer.runs import RunDir
-from tformer.training.checkpoint import SavesToDirectory, save_checkpoint
+from tformer.training.checkpoint import SavesToDirectory, read_trainer, save_checkpoint
 
 
 def average_states(states: Sequence[dict[str, Tensor]]) -> dict[str, Tensor]:
@@ -88,10 +88,25 @@ def average_checkpoints(paths: Sequence[str | Path], out: str | Path) -> list[Pa
                             "averaged")
     models = [load_model(p) for p in paths]
     model, config = models[0]
+    refuse_same_weights(paths, [m.state_dict() for m, _ in models])
     state = average_states([m.state_dict() for m, _ in models])
     tokenizer = _TokenizerFiles(paths[0] / TOKENIZER_DIR) if first_tokenizer else None
     save_checkpoint(out, model=model, config=config, tokenizer=tokenizer, model_state=state)
     return paths
+
+
+def refuse_same_weights(paths: Sequence[Path], states: Sequence[dict[str, Tensor]]) -> None:
+    """A UserError if two of the checkpoints hold the same weights (`best` and `last` of a run whose best
+    evaluation was its last: one step saved twice), which would count one step twice in the mean; the
+    message names the step where the checkpoint records it."""
+    for i, a in enumerate(states):
+        for j in range(i + 1, len(states)):
+            if all(torch.equal(a[k], states[j][k]) for k in a):
+                trainer = paths[i] / TRAINER_FILE
+                step = f", step {read_trainer(paths[i])['state']['step']}" if trainer.is_file() else ""
+                raise UserError(f"{paths[i]} and {paths[j]} are the same checkpoint (the same weights{step}): an "
+                                "average would count it twice (of these two alone, it is the checkpoint itself); give "
+                                "checkpoints of other steps")
 
 
 class EvalAverages:
@@ -119,4 +134,4 @@ class EvalAverages:
         return [int(f.stem.split("-")[1]) for f in kept]
 
 
-__all__ = ["EvalAverages", "average_checkpoints", "average_states"]
+__all__ = ["EvalAverages", "average_checkpoints", "average_states", "refuse_same_weights"]

@@ -78,7 +78,9 @@ def fit(model: nn.Module, config: TransformerConfig, task: Task, train: TrainCon
     run = _start(model, config, task, train, out_dir=Path(out_dir), tokenizer=tokenizer, resume=resume)
     run.echo = run.world.is_main and not progress  # no bar to show the metrics: print them, for batch jobs
     bar = ProgressBar(run.state, max_steps=train.max_steps, budget_min=train.time_budget_min,
-                      enabled=progress and run.world.is_main)
+                      enabled=progress and run.world.is_main, lines=run.echo)
+    if run.world.is_main:
+        print(budget_line(run.state["step"], train), flush=True)
     run.model.train()
     with Interrupts() as stop:
         _train(run, task, train, data=run.data, bar=bar, stop=stop)
@@ -280,6 +282,17 @@ def run_progress(step: int, elapsed: float, train: TrainConfig) -> float:
     if train.time_budget_min is not None:
         used = max(used, elapsed / (60.0 * train.time_budget_min))
     return min(1.0, used)
+
+
+def budget_line(step: int, train: TrainConfig) -> str:
+    """What ends the run, said as it starts: e.g. `training from step 0 until step 100000 (train.max_steps) or
+    2 min (train.time_budget_min; the clock runs from the first step and counts the evaluations, not the
+    set-up before it)`."""
+    line = f"training from step {step} until step {train.max_steps} (train.max_steps)"
+    if train.time_budget_min is not None:
+        line += (f" or {train.time_budget_min:g} min (train.time_budget_min; the clock runs from the first step "
+                 "and counts the evaluations, not the set-up before it)")
+    return line
 
 
 def eval_line(step: int, elapsed: float, metrics: dict[str, float]) -> str:

@@ -8,8 +8,9 @@ Which maps a model has:
                     matrix is the model's soft source-target alignment (Bahdanau et al. 2015, fig. 3).
     GPT             causal self-attention over the prompt (after its start token, if the model has one).
     BERT            self-attention over [CLS] text [SEP].
-    RNNEncoderDecoder  with attention: its alignment, one map (layer 0, head 0) with the rows and columns of
-                    the cross-attention above; without attention it has none, and is refused.
+    RNNEncoderDecoder  with attention: its alignment, one map (layer 0, head 0 to --layer and --head,
+                    titled by its MATCH: "decoder attention (additive)") with the rows and columns of the
+                    cross-attention above; without attention it has none, and is refused.
 
 Each map also groups its query and key tokens into words (`words`), for `viz.focus`, which reads one word's row.
 
@@ -66,6 +67,7 @@ class AttentionMap:
     keys: list[str]  # Tk column labels
     query_words: tuple[Word, ...] = ()  # the rows' tokens grouped into words (`words`); (): a word a token
     key_words: tuple[Word, ...] = ()  # the same for the columns
+    cell: str = "layer {layer}, head {head}"  # each heatmap's title; an RNN's one map names its MATCH instead
 
 
 # --- computing the maps ---------------------------------------------------------------------------------
@@ -231,9 +233,10 @@ def _seq2seq_maps(model: nn.Module, tokenizer: Tokenizer, src_ids: list[int], ta
     output_words = words(tokenizer, [*tgt_ids, config.eos_id])
     if isinstance(model, RNNEncoderDecoder):  # one attention, of the decoder over the source (`check_exact`)
         weights = record(model, {"cross": [model.decoder.alignment]}, lambda: model(src, _batch(model, tgt_in)))
-        return [AttentionMap(part="cross", title=f"attention ({config.match} match): each target token (row) "
-                             "over the source", weights=weights["cross"], queries=outputs, keys=source,
-                             query_words=output_words, key_words=source_words)]
+        return [AttentionMap(part="cross", title=f"decoder attention ({config.match} match): each target token "
+                             "(row) over the source", weights=weights["cross"], queries=outputs, keys=source,
+                             query_words=output_words, key_words=source_words,
+                             cell=f"decoder attention ({config.match})")]
     parts = {"encoder": [x.mixer for x in model.encoder.layers],
              "decoder": [x.mixer for x in model.decoder.layers],
              "cross": [x.cross_attn for x in model.decoder.layers]}
@@ -299,6 +302,6 @@ def plot_attention(maps: list[AttentionMap], *, part: str | None = None, layer: 
             for c, hi in enumerate(heads):
                 image = heatmap(axes[r, c], m.weights[li, hi].numpy(), rows=m.queries if c == 0 else [],
                                 cols=m.keys if r == len(layers) - 1 else [], inches=cell, vmin=0.0, vmax=1.0)
-                axes[r, c].set_title(f"layer {li}, head {hi}", fontsize=8)
+                axes[r, c].set_title(m.cell.format(layer=li, head=hi), fontsize=8)
         section.colorbar(image, ax=axes, shrink=0.8, label="attention weight")
     return fig
