@@ -132,9 +132,10 @@ def read_eval_weights(file: Path) -> dict[str, Tensor]:
     one line naming it and what to do."""
     try:
         state = torch.load(file, map_location="cpu", weights_only=True)
-    except Exception as e:
-        raise UserError(f"{file} is corrupt ({type(e).__name__}): delete it to resume, and train.average_last "
-                        "averages the evaluations kept without it") from None
+    except Exception as e:  # torch's word for a truncated zip, a bad pickle
+        reason = str(e).strip().splitlines()[0].split(". ")[0] if str(e).strip() else type(e).__name__
+        raise UserError(f"{file} is corrupt ({reason}): delete it to resume, and train.average_last averages the "
+                        "evaluations kept without it") from None
     if not isinstance(state, dict) or not all(isinstance(v, Tensor) for v in state.values()):
         raise UserError(f"{file} holds no weights ({type(state).__name__}): delete it to resume")
     return state
