@@ -63,3 +63,13 @@ def test_the_atomic_writer_names_its_file_and_leaves_nothing(tmp_path: Path, mon
         write_atomic(tmp_path / "out.txt", "after")
     assert (info.value.errno, info.value.filename) == (errno.ENOSPC, str(tmp_path / "out.txt"))
     assert [p.name for p in tmp_path.iterdir()] == ["out.txt"] and (tmp_path / "out.txt").read_text() == "before"
+
+
+def test_a_message_of_its_own_raised_over_an_os_error_goes_on_as_it_is() -> None:
+    from tformer.errors import UserError
+
+    with pytest.raises(UserError, match="a message of its own"), writing("out.txt"):
+        try:
+            raise OSError(errno.ENOENT, "No such file or directory")
+        except OSError:
+            raise UserError("a message of its own") from None

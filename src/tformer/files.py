@@ -203,9 +203,10 @@ def atomic_directory(path: str | os.PathLike, *, keep_previous_as: str | os.Path
     that the block did not write are copied in first, so that they survive the swap.
 
     An exception in the block or while publishing (a full disk) removes the sibling and leaves the old
-    `path` as it was, and goes on; a crash (power loss, SIGKILL) can leave only a stale sibling behind,
-    never a half-written `path`. A symbolic link at `path` stays a link: its target (made if dangling) is
-    the directory written."""
+    `path` as it was, and goes on, as the OSError it carries when it carries one (`ioerrors.writing`: a
+    library's own exception, shutil's list of failures), naming `path` when it names no file; a crash (power
+    loss, SIGKILL) can leave only a stale sibling behind, never a half-written `path`. A symbolic link at
+    `path` stays a link: its target (made if dangling) is the directory written."""
     path = Path(path)
     if path.is_symlink():
         path = Path(os.path.realpath(path))

@@ -41,11 +41,12 @@ def writing(file: str | os.PathLike) -> Iterator[None]:
 
 def os_error_of(e: BaseException, file: str | os.PathLike) -> OSError | None:
     """The OSError behind `e`, with its number, its reason and a file name (`file` when it names none): `e`
-    itself, the one it was raised from or during, the first failure of a `shutil.Error`, or the `(os error N)`
-    its message names; None when there is none."""
+    itself, the one it was raised from or during (not one it was raised `from None` over: a message of its
+    own, such as a UserError's), the first failure of a `shutil.Error`, or the `(os error N)` its message
+    names; None when there is none."""
     if isinstance(e, shutil.Error):
         return _first_of(e, file)
-    for cause in (e, e.__cause__, e.__context__):
+    for cause in (e, e.__cause__, None if e.__suppress_context__ else e.__context__):
         if isinstance(cause, OSError) and not isinstance(cause, shutil.Error):
             if cause.filename is not None or cause.errno is None:
                 return cause

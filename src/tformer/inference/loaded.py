@@ -98,6 +98,7 @@ def load(path: str | Path, *, command: str | None = None, device: str = "cpu", d
         if where.type != "cpu" or dtype != "float32":
             raise UserError(f"--int8 runs in float32 on the CPU only (got --device {device} --dtype {dtype}); "
                              "drop --int8, or use --device cpu --dtype float32")
+
     def read() -> tuple[nn.Module, ModelConfig, Tokenizer]:  # a checkpoint a training replaces: whole, old or new
         config, model_class = load_config(path)  # read once: the kind, then the model
         if command is not None:

@@ -71,9 +71,9 @@ class Checkpoints:
 
 def check_resumable(out_dir: Path, config: ModelConfig, train: TrainConfig) -> None:
     """Refuse to resume out_dir/last with a model config other than the one it was trained with, naming the
-    first field that differs (training settings such as max_steps may change; the model may not), and a
-    run whose files the resumed training will read are unreadable (train.average_last's evals/), before any
-    step is trained."""
+    first field that differs (training settings such as max_steps may change; the model may not), or with a
+    file the resumed training will read that cannot be read (train.average_last's evals/): refused when the
+    run starts, before a step is trained, not when the file is first needed."""
     last = RunDir(out_dir).last
     if not last.is_dir():
         raise UserError(f"cannot resume: no checkpoint at {last} (train without --resume to start afresh)")
