@@ -48,7 +48,7 @@ TRAINER_FILE = "trainer.pt"
 # A layer's state-dict names that changed, old -> new, as they follow a layer's index (`...layers.3.<old>`):
 # the mixer of a layer was `self_attn` and its norm `attn_norm` until the mixer could be a state-space block.
 RENAMED = {"self_attn.": "mixer.", "attn_norm.": "mixer_norm."}
-READ_TRIES = 3  # reads of a checkpoint that saves keep replacing, before the last one's failure is raised
+READ_TRIES = 5  # reads of a checkpoint that saves keep replacing, before the last one's failure is raised
 SAVE_WAIT_S = 10.0  # how long a read waits for a save that moved the old checkpoint aside to rename the new in
 T = TypeVar("T")
 
