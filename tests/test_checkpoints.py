@@ -167,7 +167,7 @@ def test_a_read_while_the_save_has_moved_the_old_one_aside_waits_for_the_new(tmp
 
 def test_reads_while_a_training_saves_in_a_loop_never_fail(tmp_path: Path) -> None:
     """A thread saving `last` over and over while another loads it 200 times: every load is one whole
-    checkpoint (read once each, a third of them failed here: no such directory, a SHA-256 mismatch)."""
+    checkpoint (read only once, many of them fail: no such directory, a SHA-256 mismatch)."""
     last = tmp_path / "last"
     models = [tiny_gpt(seed)[0] for seed in range(2)]
     config = models[0].config
