@@ -6,13 +6,15 @@ modules themselves take only today's names; and a real mismatch is named by its 
 B batch, T length.
 """
 
+import os
+import threading
 from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 
-from tformer.checkpoints import RENAMED, load_model, renamed
+from tformer.checkpoints import RENAMED, first_non_finite, load_model, renamed, verify_source
 from tformer.models.presets import build_model, preset
 from tformer.training.checkpoint import save_checkpoint
 
@@ -99,3 +101,124 @@ def test_a_run_directory_for_a_checkpoint_names_the_one_meant(tmp_path: Path, in
     with pytest.raises(ValueError) as e:
         load_model(run)
     assert str(e.value) == f"checkpoint {run}: missing config.yaml{hint}"
+
+
+# --- a checkpoint read while a training saves it anew; weights that are not finite; a source verified whole --
+
+
+def tiny_gpt(seed: int) -> tuple[nn.Module, object]:
+    torch.manual_seed(seed)
+    config = preset("gpt-tiny", {"n_layers": 1, "vocab_size": 40, "d_model": 16, "d_ff": 32, "n_heads": 2})
+    return build_model(config), config
+
+
+def same_weights(a: nn.Module, b: nn.Module) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
+
+
+def test_a_save_between_the_manifest_and_the_hash_is_read_again(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader has read the old manifest when the save swaps the new checkpoint in, then hashes the new
+    weights: no false 'does not match its SHA-256', but the new checkpoint, read whole."""
+    import tformer.manifest
+
+    last = tmp_path / "last"
+    old, config = tiny_gpt(0)
+    new, _ = tiny_gpt(1)
+    save_checkpoint(last, model=old, config=config)
+    hash_file, saved = tformer.manifest.sha256, []
+
+    def save_first(file: Path) -> str:
+        if not saved and file.name == "model.safetensors":
+            saved.append(file)
+            save_checkpoint(last, model=new, config=config)  # its own manifest hashes through here too
+        return hash_file(file)
+
+    monkeypatch.setattr(tformer.manifest, "sha256", save_first)
+    loaded, _ = load_model(last)
+    assert saved and same_weights(loaded, new)
+
+
+def test_a_read_while_the_save_has_moved_the_old_one_aside_waits_for_the_new(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between its two renames a save leaves no `last` for an instant (the old one moved aside, the new one
+    still `.last.tmp-*`); a reader then waits for the new one instead of reporting 'no such directory'."""
+    import tformer.checkpoints
+
+    last = tmp_path / "last"
+    old, config = tiny_gpt(0)
+    new, _ = tiny_gpt(1)
+    save_checkpoint(last, model=old, config=config)
+    save_checkpoint(tmp_path / ".last.tmp-0", model=new, config=config)
+    read_config, timers = tformer.checkpoints.load_config, []
+
+    def swap_midway(path: Path) -> object:
+        if not timers:  # the first read: the save moves `last` aside now, renames the new one in a moment later
+            os.replace(last, tmp_path / ".last.old-0")
+            timers.append(threading.Timer(0.2, os.replace, (tmp_path / ".last.tmp-0", last)))
+            timers[0].start()
+        return read_config(path)
+
+    monkeypatch.setattr(tformer.checkpoints, "load_config", swap_midway)
+    loaded, _ = load_model(last)
+    timers[0].join()
+    assert same_weights(loaded, new)
+
+
+def test_reads_while_a_training_saves_in_a_loop_never_fail(tmp_path: Path) -> None:
+    """A thread saving `last` over and over while another loads it 200 times: every load is one whole
+    checkpoint (read only once, many of them fail: no such directory, a SHA-256 mismatch)."""
+    last = tmp_path / "last"
+    models = [tiny_gpt(seed)[0] for seed in range(2)]
+    config = models[0].config
+    save_checkpoint(last, model=models[0], config=config)
+    stop, failures = threading.Event(), []
+
+    def saving() -> None:  # a save after each step of a training whose steps take next to no time
+        i = 0
+        while not stop.wait(0.002):
+            i += 1
+            save_checkpoint(last, model=models[i % 2], config=config)
+
+    saver = threading.Thread(target=saving)
+    saver.start()
+    try:
+        for _ in range(200):
+            try:
+                loaded, _ = load_model(last)
+                assert any(same_weights(loaded, m) for m in models)
+            except ValueError as e:
+                failures.append(str(e))
+    finally:
+        stop.set()
+        saver.join()
+    assert failures == []
+
+
+def test_weights_that_are_not_finite_are_refused_naming_the_tensor(tmp_path: Path) -> None:
+    model, config = tiny_gpt(0)
+    name = sorted(model.state_dict())[2]
+    with torch.no_grad():
+        model.state_dict()[name].view(-1)[1] = float("inf")
+    save_checkpoint(tmp_path / "ckpt", model=model, config=config)
+    with pytest.raises(ValueError) as e:
+        load_model(tmp_path / "ckpt")
+    assert str(e.value).startswith(f"checkpoint {tmp_path / 'ckpt'}: model.safetensors holds non-finite values "
+                                   f"(NaN or infinity) in {name}: ")
+    assert first_non_finite({"a": torch.zeros(2), "b": torch.tensor([1.0, float("nan")])}) == "b"
+    assert first_non_finite({"ids": torch.tensor([1, 2]), "w": torch.ones(3)}) is None
+
+
+def test_a_source_checkpoint_is_verified_whole(tmp_path: Path) -> None:
+    """What average and convert read to write another checkpoint: every file, listed and unchanged; one
+    without a manifest passes, as loading reads it unchecked."""
+    model, config = tiny_gpt(0)
+    save_checkpoint(tmp_path / "ckpt", model=model, config=config)
+    assert verify_source(tmp_path / "ckpt") == tmp_path / "ckpt"
+    (tmp_path / "ckpt" / "config.yaml").write_text((tmp_path / "ckpt" / "config.yaml").read_text() + "\n")
+    with pytest.raises(ValueError, match="config.yaml has .* bytes, the manifest says"):
+        verify_source(tmp_path / "ckpt")
+    (tmp_path / "ckpt" / "manifest.json").unlink()
+    verify_source(tmp_path / "ckpt")
+    with pytest.raises(ValueError, match="no such directory"):
+        verify_source(tmp_path / "none")

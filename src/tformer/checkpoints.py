@@ -9,15 +9,24 @@
 Writing a checkpoint, and its training state, is `training.checkpoint`'s; this module sits below both
 training and inference, so that using a trained model never imports the training loop.
 
+A checkpoint read while a training saves it anew (`run/last`) is read whole, old or new, never mixed
+(`read_consistently`): a save writes a new directory and swaps it in (`files.atomic_directory`), and a read
+that the swap overtook, failing on the old manifest against a new file or finding the directory moved aside
+for an instant, is read again, once the new one is in place.
+
 Weights saved under older state-dict names load under today's through one table, `RENAMED`: the loader
 renames the file's keys before they reach the model, and the modules themselves know only today's names.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import reprlib
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import safetensors
 import safetensors.torch
@@ -28,7 +37,7 @@ import tformer.models
 from tformer.config import FAMILIES, ModelConfig
 from tformer.configio import from_dict, read_yaml, renamed_keys
 from tformer.errors import UserError
-from tformer.manifest import MANIFEST_FILE, TOKENIZER_DIR, verify_file
+from tformer.manifest import MANIFEST_FILE, TOKENIZER_DIR, verify_checkpoint, verify_file
 from tformer.models.presets import build_model
 from tformer.runs import RunDir
 
@@ -39,6 +48,47 @@ TRAINER_FILE = "trainer.pt"
 # A layer's state-dict names that changed, old -> new, as they follow a layer's index (`...layers.3.<old>`):
 # the mixer of a layer was `self_attn` and its norm `attn_norm` until the mixer could be a state-space block.
 RENAMED = {"self_attn.": "mixer.", "attn_norm.": "mixer_norm."}
+READ_TRIES = 5  # reads of a checkpoint that saves keep replacing, before the last one's failure is raised
+SAVE_WAIT_S = 10.0  # how long a read waits for a save that moved the old checkpoint aside to rename the new in
+T = TypeVar("T")
+
+
+def read_consistently(path: str | os.PathLike, read: Callable[[], T]) -> T:
+    """`read()` of the checkpoint directory `path`, read again when a save replaced `path` while it ran: a
+    failure then (an old manifest against a new file, a file missing while the directory was moved aside) is
+    no fault of the checkpoint, and a success may hold parts of both. A failure while nothing replaced
+    `path` is raised at once, as is any failure of the last of READ_TRIES reads."""
+    for _ in range(READ_TRIES - 1):
+        before = _identity(path)
+        try:
+            result = read()
+        except (UserError, OSError):
+            if not _replaced(path, before):
+                raise
+            continue
+        if _identity(path) == before:
+            return result
+    return read()
+
+
+def _identity(path: str | os.PathLike) -> tuple[int, ...] | None:
+    """What tells one directory at `path` from the next a save puts there (None: nothing there now)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _replaced(path: str | os.PathLike, before: tuple[int, ...] | None) -> bool:
+    """Whether another directory is at `path` than `before`; while a save has moved the old one aside and
+    not yet renamed the new one in (its hidden `.<name>.tmp-*` sibling), wait up to SAVE_WAIT_S for it."""
+    path = Path(path)
+    deadline = time.monotonic() + SAVE_WAIT_S
+    while _identity(path) is None and time.monotonic() < deadline and any(
+            path.parent.glob(f".{glob.escape(path.name)}.tmp-*")):
+        time.sleep(0.005)
+    return _identity(path) != before
 
 
 def load_config(path: str | os.PathLike) -> tuple[ModelConfig, str]:
@@ -68,10 +118,14 @@ def load_model(path: str | os.PathLike, *,
     config.yaml names another model of `tformer.models` (a BertClassifier, a bare Bert). Tied weights come
     back tied: they are one tensor in the model, and the file holds it once."""
     path = Path(path)
-    config, class_name = load_config(path)
-    model = build_saved(path, config, class_name).to(device)
-    load_weights(model, path)
-    return model.eval(), config
+
+    def read() -> tuple[nn.Module, ModelConfig]:
+        config, class_name = load_config(path)
+        model = build_saved(path, config, class_name).to(device)
+        load_weights(model, path)
+        return model.eval(), config
+
+    return read_consistently(path, read)
 
 
 def load_weights(model: nn.Module, path: str | os.PathLike) -> None:
@@ -89,7 +143,19 @@ def load_weights(model: nn.Module, path: str | os.PathLike) -> None:
     problem = _mismatch(model, {name: list(t.shape) for name, t in state.items()})
     if problem:
         raise UserError(f"{where}: {problem}")
+    if (bad := first_non_finite(state)) is not None:
+        raise UserError(f"checkpoint {path}: {MODEL_FILE} holds non-finite values (NaN or infinity) in {bad}: the "
+                         "weights are corrupt or training diverged; load another checkpoint (an earlier step-*)")
     model.load_state_dict(state, strict=False)  # `_mismatch` found every key the model needs
+
+
+def first_non_finite(state: dict[str, torch.Tensor]) -> str | None:
+    """The name of the first floating-point tensor of `state` holding a NaN or an infinity (None if none does):
+    a model computes nothing from such weights (a beam search finds no hypothesis, greedy an empty line)."""
+    for name, tensor in state.items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            return name
+    return None
 
 
 def renamed(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -178,6 +244,19 @@ def refuse_foreign(path: Path) -> None:
                         f"--from-hf {path} --out CHECKPOINT")
 
 
+def verify_source(path: str | os.PathLike) -> Path:
+    """Check a whole checkpoint that a command reads to write another (`tformer average`, `convert --to-hf`,
+    `--to-ct2`) against its manifest (`manifest.verify_checkpoint`: every file there, listed and unchanged),
+    before anything is read: the new checkpoint gets a manifest of its own, which would certify an edited or
+    added file of the source as saved. A checkpoint without a manifest is read unchecked, as loading does."""
+    path = Path(path)
+    if not path.is_dir():
+        raise UserError(f"checkpoint {path}: no such directory")
+    if (path / MANIFEST_FILE).is_file():
+        verify_checkpoint(path)
+    return path
+
+
 def run_checkpoint(path: Path) -> Path | None:
     """The checkpoint a user most likely meant by naming the run directory `path`: `path/best`, else
     `path/last` (None if it holds neither)."""
@@ -193,5 +272,6 @@ def _read_yaml(path: Path) -> dict:
 
 
 __all__ = ["CONFIG_FILE", "MANIFEST_FILE", "MODEL_FILE", "RENAMED", "TOKENIZER_DIR", "TRAINER_FILE", "build_saved",
-           "checkpoint_file", "refuse_foreign",
-           "load_config", "load_model", "load_weights", "renamed", "tied_names", "tokenizer_dir"]
+           "checkpoint_file", "first_non_finite", "refuse_foreign",
+           "load_config", "load_model", "load_weights", "read_consistently", "renamed", "tied_names", "tokenizer_dir",
+           "verify_source"]

@@ -13,11 +13,14 @@
                                 in it fsync'd, then swapped into place (through a symbolic link, at its
                                 target); checkpoints (`training.checkpoint`) and the exports (`interop`)
     sha256(file)                a file's digest, read in chunks (checkpoint manifests)
+    standard_output()           sys.stdout, or one line saying it is closed (`tformer ... >&-`)
 
 Every target a user names is treated alike by every command: - is standard output (a folder cannot be);
 a symbolic link stays a link and its target is written (a dangling one names the file or folder to
 make); a FIFO, a device (/dev/null) or a pipe is written in place, never replaced; an existing file keeps
-its permission bits; a missing folder on the way is made.
+its permission bits; a missing folder on the way is made. A write that fails (a full disk, a file-size limit,
+/dev/full) raises the OSError naming the file written (`ioerrors.writing`): "standard output" for -, the
+directory for `atomic_directory`.
 """
 
 from __future__ import annotations
@@ -32,10 +35,13 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TextIO
 
 from tformer.errors import UserError
+from tformer.ioerrors import writing
 
 STDOUT = "-"  # the name a user gives for standard output
+STDOUT_NAME = "standard output"  # how an error names it
 
 
 def write_atomic(path: str | os.PathLike, data: str | bytes, *, mode: int | None = None) -> Path:
@@ -48,14 +54,15 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, *, mode: int | None
     folder.mkdir(parents=True, exist_ok=True)  # a folder named by a dangling link: its target is made
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
-        with os.fdopen(fd, "wb") as f:
+        with writing(path), os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
             f.flush()
             os.fsync(f.fileno())
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask if mode is None else mode)  # not mkstemp's 0600
-        os.replace(tmp, path)
+        with writing(path):
+            os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -77,7 +84,7 @@ def write_output(path: str | os.PathLike, data: str | bytes) -> Path:
         return Path(STDOUT)
     path = Path(path)
     if is_special_file(path):
-        with open(path, "wb") as f:
+        with writing(path), open(path, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
         return path
     mode = stat.S_IMODE(os.stat(path).st_mode) if path.exists() else None
@@ -87,12 +94,23 @@ def write_output(path: str | os.PathLike, data: str | bytes) -> Path:
 
 
 def _to_stdout(data: str | bytes) -> None:
-    if isinstance(data, str):
-        sys.stdout.write(data)
-    else:  # a picture: the bytes as they are, after any text already written
-        sys.stdout.flush()
-        sys.stdout.buffer.write(data)
-    sys.stdout.flush()
+    out = standard_output()
+    with writing(STDOUT_NAME):  # /dev/full, a file-size limit: named, as a file is
+        if isinstance(data, str):
+            out.write(data)
+        else:  # a picture: the bytes as they are, after any text already written
+            out.flush()
+            out.buffer.write(data)
+        out.flush()
+
+
+def standard_output() -> TextIO:
+    """`sys.stdout`; a UserError when the process was started with it closed (`tformer ... >&-`: Python then
+    has no sys.stdout), so that the command says so in one line instead of failing on its first write."""
+    if sys.stdout is None or getattr(sys.stdout, "closed", False):
+        raise UserError(f"{STDOUT_NAME} is closed (was the command run with >&-?); give an output file with "
+                        "-o FILE, or leave standard output open")
+    return sys.stdout
 
 
 def check_output_name(path: str | os.PathLike, *, what: str, folder: bool = False) -> None:
@@ -121,6 +139,7 @@ def check_output(path: str | os.PathLike, *, what: str = "--output",
     it would replace what was read with what was made of it."""
     check_output_name(path, what=what)
     if os.fspath(path) == STDOUT:
+        standard_output()
         return
     _check_not_input(Path(path), inputs, what=what)
     path = Path(path)
@@ -184,9 +203,10 @@ def atomic_directory(path: str | os.PathLike, *, keep_previous_as: str | os.Path
     that the block did not write are copied in first, so that they survive the swap.
 
     An exception in the block or while publishing (a full disk) removes the sibling and leaves the old
-    `path` as it was, and goes on; a crash (power loss, SIGKILL) can leave only a stale sibling behind,
-    never a half-written `path`. A symbolic link at `path` stays a link: its target (made if dangling) is
-    the directory written."""
+    `path` as it was, and goes on, as the OSError it carries when it carries one (`ioerrors.writing`: a
+    library's own exception, shutil's list of failures), naming `path` when it names no file; a crash (power
+    loss, SIGKILL) can leave only a stale sibling behind, never a half-written `path`. A symbolic link at
+    `path` stays a link: its target (made if dangling) is the directory written."""
     path = Path(path)
     if path.is_symlink():
         path = Path(os.path.realpath(path))
@@ -194,11 +214,12 @@ def atomic_directory(path: str | os.PathLike, *, keep_previous_as: str | os.Path
     tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:12]}"
     tmp.mkdir()
     try:
-        yield tmp
-        if keep_other_files and path.is_dir():
-            _copy_missing(path, tmp)
-        fsync_tree(tmp)
-        _swap_into_place(tmp, path, keep_previous_as)
+        with writing(path):  # a library's own error for a full disk (tokenizers, shutil's list), as its OSError
+            yield tmp
+            if keep_other_files and path.is_dir():
+                _copy_missing(path, tmp)
+            fsync_tree(tmp)
+            _swap_into_place(tmp, path, keep_previous_as)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # nothing left once published
 
@@ -264,5 +285,6 @@ def sha256(file: Path) -> str:
     return digest.hexdigest()
 
 
-__all__ = ["STDOUT", "atomic_directory", "check_output", "check_output_dir", "check_output_name", "fsync_dir",
-           "fsync_tree", "is_special_file", "is_stream", "sha256", "write_atomic", "write_output"]
+__all__ = ["STDOUT", "STDOUT_NAME", "atomic_directory", "check_output", "check_output_dir", "check_output_name",
+           "fsync_dir", "fsync_tree", "is_special_file", "is_stream", "sha256", "standard_output", "write_atomic",
+           "write_output"]

@@ -12,7 +12,7 @@ from tformer.checkpoints import load_model
 from tformer.cli import main
 from tformer.errors import UserError
 from tformer.models.presets import build_model
-from tformer.training.average import average_checkpoints, average_states
+from tformer.training.average import average_checkpoints, average_states, read_eval_weights
 from tformer.training.checkpoint import save_checkpoint
 from tformer.training.loop import fit, stop_summary
 
@@ -124,3 +124,28 @@ def test_bad_values_are_refused(key: str) -> None:
     for bad in (0, -1, 1.5, True):
         with pytest.raises(UserError, match=f"train.{key}={bad!r} must be a positive integer or null"):
             train_config(**{key: bad})
+
+
+def test_a_resumed_run_reads_its_kept_evaluations_before_it_trains(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """A kept evaluation that cannot be read (truncated) is refused when a resumed run starts, naming the
+    file, not at its next evaluation after training the steps since; no step is trained, no record logged."""
+    model = build_model(config())
+    fit(model, model.config, Scripted([3.0, 2.0]), train_config(max_steps=2, eval_every=2, average_last=2),
+        out_dir=tmp_path, progress=False)
+    kept = tmp_path / "evals" / "step-00000002.pt"
+    kept.write_bytes(kept.read_bytes()[:100])
+    log = (tmp_path / "metrics.jsonl").read_bytes()
+
+    def no_training(self: Scripted, epoch: int) -> list:
+        raise AssertionError("a step was trained before the kept evaluations were read")
+
+    monkeypatch.setattr(Scripted, "batches", no_training)
+    with pytest.raises(UserError) as e:
+        fit(model, model.config, Scripted([1.0]), train_config(max_steps=4, eval_every=2, average_last=2),
+            out_dir=tmp_path, resume=True, progress=False)
+    assert str(e.value).startswith(f"{kept} is corrupt (")
+    assert "delete it to resume" in str(e.value)
+    assert (tmp_path / "metrics.jsonl").read_bytes() == log
+    with pytest.raises(UserError, match="holds no weights"):
+        torch.save([1, 2], kept)
+        read_eval_weights(kept)

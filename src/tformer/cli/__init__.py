@@ -34,7 +34,8 @@ so `--help` stays quick.
 A user error (`tformer.errors.UserError`: bad config, bad file, bad value; or an OSError: a path the system
 refuses, a full disk) prints one line `tformer: error: ...` and exits with 2; any other exception is a bug of
 the package and shows its traceback (exit 1), except memory running out (`errors.out_of_memory`), one line naming the
-step it ran out in, and exit 2.
+step it ran out in, and exit 2. Every write names its file (`tformer.ioerrors`), so a full disk or a file-size
+limit (SIGXFSZ is ignored, so the write fails with EFBIG) reads `PATH: REASON`.
 Numbers and text arguments are typed by `cli.options` (finite, within range, valid UTF-8), so a bad one is
 refused while the arguments are parsed, before anything loads or prints.
 """
@@ -43,7 +44,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from typing import Any, NoReturn
 
 from tformer.cli import average, classify, convert, lm, recipes, serve, train, translate, viz
@@ -61,8 +64,11 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help (0), or a usage error already printed as one line (2)
         return e.code if isinstance(e.code, int) else EXIT_USER_ERROR
+    ignore_file_size_signal()
     try:
-        return args.run(args)
+        code = args.run(args)
+        _flush_stdout()  # what print() left buffered fails here, named, not in Python's exit
+        return code
     except BrokenPipeError:  # the reader left (`tformer ... | head`): stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
         return EXIT_BROKEN_PIPE
@@ -81,6 +87,22 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("tformer: interrupted", file=sys.stderr)
         return 130
+
+
+def ignore_file_size_signal() -> None:
+    """A write past the file-size limit (`ulimit -f`, RLIMIT_FSIZE) fails with EFBIG, an OSError that names its
+    file, instead of the signal SIGXFSZ killing the process with a core dump and no word on which file."""
+    if hasattr(signal, "SIGXFSZ") and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+def _flush_stdout() -> None:
+    from tformer.files import STDOUT_NAME
+    from tformer.ioerrors import writing
+
+    if sys.stdout is not None and not sys.stdout.closed:
+        with writing(STDOUT_NAME):
+            sys.stdout.flush()
 
 
 class Parser(argparse.ArgumentParser):

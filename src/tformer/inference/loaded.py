@@ -14,7 +14,7 @@ from pathlib import Path
 
 from torch import nn
 
-from tformer.checkpoints import build_saved, load_config, load_weights, tokenizer_dir
+from tformer.checkpoints import build_saved, load_config, load_weights, read_consistently, tokenizer_dir
 from tformer.config import ModelConfig, family_of
 from tformer.data.device import check_placement, device_of, place
 from tformer.decoding.decoder import Decoder
@@ -100,18 +100,24 @@ def load(path: str | Path, *, command: str | None = None, device: str = "cpu", d
         if where.type != "cpu" or dtype != "float32":
             raise UserError(f"--int8 runs in float32 on the CPU only (got --device {device} --dtype {dtype}); "
                              "drop --int8, or use --device cpu --dtype float32")
-    config, model_class = load_config(path)  # read once: the kind, then the model
-    if command is not None:
-        _check_kind(path, config, model_class, command)
+
+    def read() -> tuple[nn.Module, ModelConfig, Tokenizer]:  # a checkpoint a training replaces: whole, old or new
+        config, model_class = load_config(path)  # read once: the kind, then the model
+        if command is not None:
+            _check_kind(path, config, model_class, command)
+        with allocating("loading the model"):
+            model = build_saved(path, config, model_class)
+            load_weights(model, path)
+        if tokenizer_dir(path) is None:
+            raise UserError(f"checkpoint {path} has no tokenizer/ directory")
+        tokenizer = load_tokenizer(path)
+        shared = min(config.vocab_size, getattr(config, "src_vocab_size", None) or config.vocab_size)
+        check_vocabulary(tokenizer, shared, where=f"checkpoint {path}")
+        return model, config, tokenizer
+
+    model, config, tokenizer = read_consistently(path, read)
     with allocating("loading the model"):
-        model = build_saved(path, config, model_class)
-        load_weights(model, path)
         model = place(model, device=str(where), dtype=dtype)
-    if tokenizer_dir(path) is None:
-        raise UserError(f"checkpoint {path} has no tokenizer/ directory")
-    tokenizer = load_tokenizer(path)
-    shared = min(config.vocab_size, getattr(config, "src_vocab_size", None) or config.vocab_size)
-    check_vocabulary(tokenizer, shared, where=f"checkpoint {path}")
     if quantization is not None:
         quantize(model, quantization)
     return Loaded(path=str(path), model=model.eval(), config=config, tokenizer=tokenizer,

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from tformer.checkpoints import load_model, tokenizer_dir
+from tformer.checkpoints import load_model, tokenizer_dir, verify_source
 from tformer.config import GPTConfig, Seq2SeqConfig, TransformerConfig, family_of
 from tformer.configio import dump_yaml, to_dict
 from tformer.decoding.generate import check_prompts
@@ -119,6 +119,7 @@ def checkpoint_to_ct2(checkpoint: str | Path, path: str | Path, *, quantization:
     check_quantization(quantization)
     check_out(path)
     ctranslate2()  # installed? (all before reading the checkpoint)
+    verify_source(checkpoint)
     model, _ = load_model(checkpoint)
     if problems := unsupported(model):  # before loading anything else
         raise UserError(f"{checkpoint}: this model has no CTranslate2 equivalent: {'; '.join(problems)}")

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 from safetensors.torch import save_file
 from torch import Tensor, nn
 
-from tformer.checkpoints import load_model, tokenizer_dir
+from tformer.checkpoints import load_model, tokenizer_dir, verify_source
 from tformer.config import TransformerConfig, family_of
 from tformer.errors import UserError
 from tformer.files import atomic_directory
@@ -128,6 +128,7 @@ def checkpoint_to_hf(checkpoint: str | Path, path: str | Path) -> nn.Module:
     """Write a checkpoint of ours as a Hugging Face directory (`tformer convert --to-hf`) and return its
     model. Its tokenizer goes along when `transformers` can read it, i.e. when it is built on Hugging Face
     `tokenizers` (BPE, WordPiece, an imported tokenizer.json); a character tokenizer has no such form."""
+    verify_source(checkpoint)
     model, _ = load_model(checkpoint)
     tokenizer = load_tokenizer(checkpoint) if tokenizer_dir(checkpoint) else None
     to_hf(model, path, tokenizer=tokenizer if isinstance(tokenizer, BackendTokenizer) else None)

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from tformer.checkpoints import TOKENIZER_DIR, TRAINER_FILE, load_config, load_model
+from tformer.checkpoints import TOKENIZER_DIR, TRAINER_FILE, load_config, load_model, verify_source
 from tformer.config import ModelConfig
 from tformer.configio import to_dict
 from tformer.errors import UserError
@@ -77,6 +77,8 @@ def average_checkpoints(paths: Sequence[str | Path], out: str | Path) -> list[Pa
     out = Path(out)
     if any(out.resolve() == p.resolve() for p in paths):
         raise UserError(f"--out {out} is one of the checkpoints averaged; write the average to a new directory")
+    for p in paths:
+        verify_source(p)  # an edited file is refused, not certified by the average's own manifest
     first_config = to_dict(load_config(paths[0])[0])
     first_tokenizer = _tokenizer_bytes(paths[0])
     for p in paths[1:]:
@@ -128,10 +130,30 @@ class EvalAverages:
         for old in kept[: -self.n]:
             old.unlink()
         kept = kept[-self.n :]
-        states = [torch.load(f, map_location="cpu", weights_only=True) for f in kept]
+        states = [read_eval_weights(f) for f in kept]
         save_checkpoint(run.averaged, model=model, config=config, tokenizer=tokenizer,
                         model_state=average_states(states))
         return [int(f.stem.split("-")[1]) for f in kept]
 
+    def check(self) -> None:
+        """Read every kept evaluation's weights, as the next `add` will: a resumed run refuses a file it
+        cannot read before it trains a step, not at its next evaluation."""
+        for file in sorted(RunDir(self.out_dir).evals.glob("step-*.pt")):
+            read_eval_weights(file)
 
-__all__ = ["EvalAverages", "average_checkpoints", "average_states", "refuse_same_weights"]
+
+def read_eval_weights(file: Path) -> dict[str, Tensor]:
+    """The weights kept in evals/step-NNNNNNNN.pt; a file torch cannot read (truncated, edited) is refused in
+    one line naming it and what to do."""
+    try:
+        state = torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch's word for a truncated zip, a bad pickle
+        reason = str(e).strip().splitlines()[0].split(". ")[0] if str(e).strip() else type(e).__name__
+        raise UserError(f"{file} is corrupt ({reason}): delete it to resume, and train.average_last averages the "
+                        "evaluations kept without it") from None
+    if not isinstance(state, dict) or not all(isinstance(v, Tensor) for v in state.values()):
+        raise UserError(f"{file} holds no weights ({type(state).__name__}): delete it to resume")
+    return state
+
+
+__all__ = ["EvalAverages", "average_checkpoints", "average_states", "read_eval_weights", "refuse_same_weights"]

@@ -14,8 +14,10 @@ import math
 from pathlib import Path
 from typing import Any
 
+from tformer.data.lines import DataError, decode_utf8
 from tformer.errors import UserError, install_hint
 from tformer.files import write_atomic
+from tformer.ioerrors import writing
 from tformer.runs import RunDir
 
 INSTALL = f"train.tensorboard=true (--tensorboard) needs the tensorboard package: {install_hint('tb')}"
@@ -37,7 +39,7 @@ class Logger:
         run = RunDir(out_dir)
         path = run.metrics
         if resume_at is not None and path.is_file():
-            kept = [line for line in path.read_text().splitlines(keepends=True) if _logged_step(line) <= resume_at]
+            kept = [line for line in read_log(path).splitlines(keepends=True) if _logged_step(line) <= resume_at]
             write_atomic(path, "".join(kept))
         self.tb = None
         if tensorboard:
@@ -48,11 +50,13 @@ class Logger:
             self.tb = SummaryWriter(str(run.tensorboard), purge_step=purge)
         # the run's own log, appended a record at a time as training goes (a whole-file atomic write would
         # rewrite it every step); only the trim on resume above replaces it, through write_atomic
-        self.file = open(path, "a" if resume_at is not None else "w")  # noqa: SIM115
+        self.path = path
+        self.file = open(path, "a" if resume_at is not None else "w", encoding="utf-8")  # noqa: SIM115
 
     def write(self, record: dict[str, Any]) -> None:
-        self.file.write(json.dumps({k: _finite_or_none(v) for k, v in record.items()}, allow_nan=False) + "\n")
-        self.file.flush()
+        with writing(self.path):  # a full disk, a file-size limit: the OSError names metrics.jsonl
+            self.file.write(json.dumps({k: _finite_or_none(v) for k, v in record.items()}, allow_nan=False) + "\n")
+            self.file.flush()
         if self.tb is not None:
             for key, value in record.items():
                 if key != "step" and isinstance(value, int | float) and not isinstance(value, bool):
@@ -60,9 +64,19 @@ class Logger:
             self.tb.flush()
 
     def close(self) -> None:
-        self.file.close()
+        with writing(self.path):
+            self.file.close()
         if self.tb is not None:
             self.tb.close()
+
+
+def read_log(path: Path) -> str:
+    """metrics.jsonl's text; a byte that is not UTF-8 (a disk's corruption, an editor's) is refused in one
+    line naming the file and the line (`data.lines.decode_utf8`), before a resumed run trains a step."""
+    try:
+        return decode_utf8(path.read_bytes(), where=str(path))
+    except DataError as e:
+        raise UserError(f"cannot resume: {e}; delete or fix that line of the training log") from None
 
 
 def _finite_or_none(value: Any) -> Any:
@@ -76,4 +90,4 @@ def _logged_step(line: str) -> float:
         return math.inf  # a torn last line: drop it
 
 
-__all__ = ["Logger"]
+__all__ = ["Logger", "read_log"]

@@ -124,7 +124,7 @@ def _start(model: nn.Module, config: TransformerConfig, task: Task, train: Train
         check_compilable(device)  # a missing compiler: refused now, not with torch's traceback at the first step
     model.to(device)
     if resume:
-        check_resumable(out_dir, config)
+        check_resumable(out_dir, config, train)
         load_weights(model, RunDir(out_dir).last)  # before wrapping, so every rank starts from the same weights
     else:
         torch.manual_seed(train.seed + world.rank)  # rank 0 draws as a single process would

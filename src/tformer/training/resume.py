@@ -69,9 +69,11 @@ class Checkpoints:
         dist.barrier(self.world)
 
 
-def check_resumable(out_dir: Path, config: ModelConfig) -> None:
+def check_resumable(out_dir: Path, config: ModelConfig, train: TrainConfig) -> None:
     """Refuse to resume out_dir/last with a model config other than the one it was trained with, naming the
-    first field that differs (training settings such as max_steps may change; the model may not)."""
+    first field that differs (training settings such as max_steps may change; the model may not), or with a
+    file the resumed training will read that cannot be read (train.average_last's evals/): refused when the
+    run starts, before a step is trained, not when the file is first needed."""
     last = RunDir(out_dir).last
     if not last.is_dir():
         raise UserError(f"cannot resume: no checkpoint at {last} (train without --resume to start afresh)")
@@ -84,6 +86,8 @@ def check_resumable(out_dir: Path, config: ModelConfig) -> None:
         if old.get(key) != new.get(key):
             raise UserError(f"cannot resume {last}: model {key} is {old.get(key)!r} in the checkpoint but "
                              f"{new.get(key)!r} in the recipe; keep the model settings, or start a new out_dir")
+    if train.average_last is not None:
+        EvalAverages(out_dir, train.average_last).check()
 
 
 def restore(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer,

@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tformer.errors import UserError
+from tformer.files import write_atomic
 from tformer.manifest import MANIFEST_FILE, verify_checkpoint
 from tformer.runs import (
     BEST,
@@ -152,7 +153,7 @@ class Taken:
         clear_run(self.out_dir, keep=self.names)
         for name, data in self.files.items():
             if data is not None:
-                (self.out_dir / name).write_bytes(data)
+                write_atomic(self.out_dir / name, data)  # a failure names the file
 
 
 def _read(path: Path) -> bytes | None:
