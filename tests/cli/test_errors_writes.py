@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import safetensors.torch
+import torch
 from catalogue import Case, Ctx, World, in_catalogue, run_case, translate
 
 from tformer.tokenization import BPETokenizer
@@ -36,12 +37,25 @@ def average_edited(c: Ctx) -> list[str]:
     return ["average", str(c.copy(c.w.s2s, "a")), edited_tokenizer(c, c.w.s2s, "b"), "--out", f"{c.tmp}/avg"]
 
 
+def other_weights(checkpoint: Path, path: Path) -> Path:
+    """A checkpoint of `checkpoint`'s model and tokenizer with other weights, as a later step's."""
+    from tformer.checkpoints import load_model
+    from tformer.tokenization import load_tokenizer
+    from tformer.training.checkpoint import save_checkpoint
+
+    model, config = load_model(checkpoint)
+    with torch.no_grad():
+        next(model.parameters()).add_(0.5)
+    save_checkpoint(path, model=model, config=config, tokenizer=load_tokenizer(checkpoint / "tokenizer"))
+    return path
+
+
 def average_full_disk(c: Ctx) -> list[str]:
     """average while the disk is full: shutil.copytree (the tokenizer's files) gathers the failure in its list."""
     def no_space(src: str, dst: str, *args: object, **kwargs: object) -> str:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    second = c.copy(c.w.s2s, "a")
+    second = other_weights(c.w.s2s, c.tmp / "a")  # two steps: one checkpoint twice is refused first
     c.monkeypatch.setattr(shutil, "copyfile", no_space)
     return ["average", str(c.w.s2s), str(second), "--out", f"{c.tmp}/avg"]
 
