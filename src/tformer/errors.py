@@ -72,17 +72,25 @@ def allocating(step: str) -> Iterator[None]:
         raise OutOfMemory(out_of_memory(e, step)) from None
 
 
-def torch_failed_to_load(e: BaseException) -> None:
-    """Raise for the import of tformer (and torch under it) that failed with `e`. Under a memory limit
-    (`ulimit -v`) torch's libraries cannot be mapped ("failed to map segment", a MemoryError, "std::bad_alloc"):
-    that is said in one line, `tformer: error: ...` and exit code 2 when the command line is running, an
-    ImportError of that line for a program that imports tformer. Any other failure goes on as it is."""
+def too_low_for_torch(e: BaseException) -> str | None:
+    """The one line for an import of torch that failed with `e` under a memory limit (`ulimit -v`: torch's
+    libraries cannot be mapped, "failed to map segment", a MemoryError, "std::bad_alloc"); None for any other
+    failure."""
     if not (is_allocation_failure(e) or isinstance(e, ImportError) and ALLOCATION_FAILED.search(str(e))):
-        raise e
+        return None
     said = next((line.strip() for line in str(e).splitlines() if ALLOCATION_FAILED.search(line)), "") or \
         (str(e).strip().splitlines() or ["out of memory"])[0]
-    message = f"the memory limit is too low to load torch ({type(e).__name__}: {said}); raise it (ulimit -v) or " \
-              "free memory"
+    return f"the memory limit is too low to load torch ({type(e).__name__}: {said}); raise it (ulimit -v) or " \
+           "free memory"
+
+
+def torch_failed_to_load(e: BaseException) -> None:
+    """Raise for the import of tformer's names (and torch under them) that failed with `e`: under a memory
+    limit, one line (`too_low_for_torch`), `tformer: error: ...` and exit code 2 when the command line is
+    running, an ImportError of that line for a program that imports tformer. Any other failure goes on as it is."""
+    message = too_low_for_torch(e)
+    if message is None:
+        raise e
     argv = list(getattr(sys, "orig_argv", sys.argv))
     running_cli = sys.argv[0].endswith("tformer") or any(argv[i:i + 2] == ["-m", "tformer"] for i in range(len(argv)))
     if running_cli:

@@ -51,7 +51,7 @@ from typing import Any, NoReturn
 
 from tformer.cli import average, classify, convert, lm, recipes, serve, train, translate, viz
 from tformer.cli.shared import HelpFormatter
-from tformer.errors import UserError, is_allocation_failure, out_of_memory
+from tformer.errors import UserError, is_allocation_failure, out_of_memory, too_low_for_torch
 
 EXIT_USER_ERROR = 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool that SIGPIPE ended
@@ -83,6 +83,11 @@ def main(argv: list[str] | None = None) -> int:
         if not is_allocation_failure(e):
             raise
         print(f"tformer: error: {out_of_memory(e)}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except ImportError as e:  # a command's import of torch under a memory limit too low for its libraries
+        if (message := too_low_for_torch(e)) is None:
+            raise
+        print(f"tformer: error: {message}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         print("tformer: interrupted", file=sys.stderr)

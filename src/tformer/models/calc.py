@@ -16,14 +16,14 @@ from torch import nn
 
 from tformer.config import ModelConfig
 from tformer.data.device import check_room
-from tformer.models.presets import build_model
+from tformer.models.families import model_of
 from tformer.nn.alignment import Alignment
 from tformer.nn.attention import Attention
 
 
 def _meta_model(config: ModelConfig) -> nn.Module:
     with torch.device("meta"):
-        return build_model(config)
+        return model_of(config)
 
 
 def param_count(config: ModelConfig, *, exclude_embeddings: bool = False) -> int:

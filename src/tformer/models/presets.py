@@ -11,9 +11,10 @@ import copy
 
 from torch import nn
 
-from tformer.config import FAMILIES, ModelConfig, family_of, from_dict
+from tformer.config import FAMILIES, ModelConfig, from_dict
 from tformer.errors import UserError
-from tformer.models import GPT, BertForPretraining, EncoderDecoder, RNNEncoderDecoder
+from tformer.models.calc import check_fits
+from tformer.models.families import model_of
 
 PRESETS: dict[str, tuple[str, dict]] = {
     "transformer-base": ("seq2seq", dict(vocab_size=37000, d_model=512, d_ff=2048, n_heads=8, n_layers=6)),
@@ -64,8 +65,5 @@ def build_model(config: ModelConfig) -> nn.Module:
     """The model class for the config's family: EncoderDecoder, BertForPretraining, GPT or RNNEncoderDecoder.
     A model larger than the memory free where it is built is refused first (`calc.check_fits`): the one
     builder of training, of every checkpoint's loader and of the Python API."""
-    from tformer.models.calc import check_fits  # calc builds on the meta device through this function
-
     check_fits(config)
-    classes = {"seq2seq": EncoderDecoder, "bert": BertForPretraining, "gpt": GPT, "rnn": RNNEncoderDecoder}
-    return classes[family_of(config)](config)
+    return model_of(config)

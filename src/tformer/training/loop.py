@@ -244,11 +244,12 @@ def _steps(run: _Run, task: Task, train: TrainConfig, *, data: EpochReader, bar:
                 record["loss_scale"] = scale
             run.log.write(record if tuner is None else {**record, "threads": tuner.threads})
         bar.show(state, loss=mean_loss, lr=lr, tokens_per_s=rate)
-        if _evaluate_or_stop(run, task, train, window=window, signum=int(signum)):
+        if _evaluate_or_stop(run, task, train, window=window, signum=int(signum), stop=stop):
             break
 
 
-def _evaluate_or_stop(run: _Run, task: Task, train: TrainConfig, *, window: Throughput, signum: int) -> bool:
+def _evaluate_or_stop(run: _Run, task: Task, train: TrainConfig, *, window: Throughput, signum: int,
+                      stop: Interrupts) -> bool:
     """After a counted step: evaluate (and save) when due, else save `last` when due; True when the run
     stops here, with the reason in state["stopped"]."""
     state = run.state
@@ -268,7 +269,8 @@ def _evaluate_or_stop(run: _Run, task: Task, train: TrainConfig, *, window: Thro
         state["stopped"], state["patience_metric"] = "patience", train.best_metric  # `best`: where it stopped improving
         return True
     if signum:
-        run.checkpoints.save(LAST, state)
+        with stop.shielded():  # a second Ctrl-C now would only lose the step the first one saves
+            run.checkpoints.save(LAST, state)
         state["interrupted"] = state["stopped"] = signal.Signals(signum).name
         return True
     return False

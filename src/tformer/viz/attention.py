@@ -177,8 +177,10 @@ def _check_length(n: int, max_len: int, what: str) -> None:
 def attention_maps(model: nn.Module, tokenizer: Tokenizer, text: str, *,
                    target: str | None = None) -> list[AttentionMap]:
     """The attention maps of `model` on `text` (for an encoder-decoder, the source; its `target` defaults to
-    the model's greedy translation). Every row of every returned matrix sums to 1. A leading byte-order mark
-    of `text` or `target` is dropped (`data.lines.normalise_text`)."""
+    the model's greedy translation). A target may be as long as any translation: up to the model's max_len
+    tokens, where a translation is cut; one that long has no row for the end symbol, which no position is
+    left to predict. Every row of every returned matrix sums to 1. A leading byte-order mark of `text` or
+    `target` is dropped (`data.lines.normalise_text`)."""
     from tformer.models import GPT, Bert, EncoderDecoder, RNNEncoderDecoder
 
     check_exact(model)
@@ -224,13 +226,15 @@ def _seq2seq_maps(model: nn.Module, tokenizer: Tokenizer, src_ids: list[int], ta
         tgt_ids = tokenizer.encode(normalise_text(target))
         if not tgt_ids:
             raise UserError(f"--target {target!r} has no tokens; give a sentence or leave it out")
-    tgt_in = [config.decoder_start_id, *tgt_ids]  # decoder inputs, shifted right
-    _check_length(len(tgt_in), config.max_len, "the target")
+    _check_length(len(tgt_ids), config.max_len, "the target")
+    tgt_in, predicted = [config.decoder_start_id, *tgt_ids], [*tgt_ids, config.eos_id]  # inputs shifted right
+    if len(tgt_in) > config.max_len:  # as long as a translation may be, cut there: no end symbol follows it
+        tgt_in, predicted = tgt_in[:-1], predicted[:-1]
     source = [token_label(tokenizer, i) for i in src_ids]
     inputs = [token_label(tokenizer, i) for i in tgt_in]
-    outputs = [token_label(tokenizer, i) for i in [*tgt_ids, config.eos_id]]  # what each position predicts
+    outputs = [token_label(tokenizer, i) for i in predicted]  # what each position predicts
     source_words, input_words = words(tokenizer, src_ids), words(tokenizer, tgt_in)
-    output_words = words(tokenizer, [*tgt_ids, config.eos_id])
+    output_words = words(tokenizer, predicted)
     if isinstance(model, RNNEncoderDecoder):  # one attention, of the decoder over the source (`check_exact`)
         weights = record(model, {"cross": [model.decoder.alignment]}, lambda: model(src, _batch(model, tgt_in)))
         return [AttentionMap(part="cross", title=f"decoder attention ({config.match} match): each target token "

@@ -1,6 +1,7 @@
 """POST /attention (any model whose attention is exact): {"text"} -> {"maps"}: every layer's and head's
 attention weights (`viz.attention.attention_maps`); an encoder-decoder's "target" is the translation to align
-(default: its greedy one).
+(default: its greedy one). A target may be as long as any translation the model makes (its max_len tokens,
+where /translate cuts one), so every answer of /translate can be sent back here.
 
 Recording attention switches the model to its eager kernel, so a map's work has no batch key: it runs alone.
 """
@@ -57,8 +58,10 @@ def prepare(service: Service, *, text: str, target: str | None = None) -> Job:
         if service.kind != "seq2seq":
             raise InputError(f"target is only for an encoder-decoder; this is a {service.kind} checkpoint")
         target = check_text(target, "target", limits)
-        check_tokens(len(service.tokenizer.encode(target)), service.text_limit(room=1), "target", service,
-                     what=", less 1 for the start symbol")
+        n, most = len(service.tokenizer.encode(target)), service.config.max_len
+        if n > most:  # as long as a translation may be, whatever --max-tokens says of the texts sent
+            raise InputError(f"target is {n} tokens; a target may have at most {most}, as many as a translation "
+                             f"(the model's context max_len={most})")
     room = KINDS[service.kind].room_of(service.config)
     check_tokens(len(service.tokenizer.encode(text)), service.text_limit(room=room), "text", service)
     return job(AttentionWork(text, target))

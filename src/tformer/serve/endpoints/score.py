@@ -1,8 +1,12 @@
 """POST /score (a GPT): {"text"} or {"texts"} -> {"score"} or {"scores"}: each text's log-likelihood,
 perplexity, bits per token and per character, and (unless "per_token" is false) each token's log-probability.
 
-`per_token` only shapes the answer, so any scorings share a batch, scored in one call of
-`inference.score_lines`.
+`per_token` only shapes the answer, so any scorings share a batch; but each text of the batch is scored
+alone (`inference.score_lines` of that text only), so its numbers are bit for bit those of the text sent by
+itself, whatever else the batch holds. Scored together, the texts would be padded to the longest, and a
+longer row (and a larger batch) changes how the matrix products and the softmax split their sums, which moves
+a score in its 7th or 8th significant digit. A text alone is also padding-free, so nothing is computed for
+padding.
 """
 
 from __future__ import annotations
@@ -57,9 +61,9 @@ def prepare(service: Service, *, text: str | None, texts: list[str] | None, per_
 
 
 def run(loaded: Loaded, works: list[ScoreWork]) -> list[list[dict[str, Any]]]:
-    """Each work's scores, every text of the batch scored in one call."""
+    """Each work's scores, each text scored alone (see the module's notes)."""
     texts, starts = flat([w.texts for w in works])
-    scores = score_lines(loaded.model, loaded.tokenizer, texts)
+    scores = [score_lines(loaded.model, loaded.tokenizer, [text])[0] for text in texts]
     out = []
     for work, (a, b) in zip(works, itertools.pairwise(starts), strict=True):
         answer = []
