@@ -116,27 +116,57 @@ def same_weights(a: nn.Module, b: nn.Module) -> bool:
     return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
 
 
-def test_a_save_between_the_manifest_and_the_hash_is_read_again(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """A reader has read the old manifest when the save swaps the new checkpoint in, then hashes the new
-    weights: no false 'does not match its SHA-256', but the new checkpoint, read whole."""
+def test_a_save_started_while_a_read_runs_waits_for_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A training saves `last` (another thread) while a reader is between the manifest and the hash: the save
+    waits for the read (`files.swap_lock`), the reader gets the old checkpoint whole, then the new one is in."""
     import tformer.manifest
 
     last = tmp_path / "last"
     old, config = tiny_gpt(0)
     new, _ = tiny_gpt(1)
     save_checkpoint(last, model=old, config=config)
-    hash_file, saved = tformer.manifest.sha256, []
+    hash_file, savers = tformer.manifest.sha256, []
 
-    def save_first(file: Path) -> str:
-        if not saved and file.name == "model.safetensors":
-            saved.append(file)
-            save_checkpoint(last, model=new, config=config)  # its own manifest hashes through here too
+    def save_meanwhile(file: Path) -> str:
+        if not savers and file.name == "model.safetensors":
+            savers.append(threading.Thread(target=save_checkpoint, args=(last,),
+                                           kwargs=dict(model=new, config=config)))
+            savers[0].start()
+            savers[0].join(timeout=1.0)  # it cannot swap its checkpoint in while this read holds the lock
+            assert savers[0].is_alive()
         return hash_file(file)
 
-    monkeypatch.setattr(tformer.manifest, "sha256", save_first)
+    monkeypatch.setattr(tformer.manifest, "sha256", save_meanwhile)
     loaded, _ = load_model(last)
-    assert saved and same_weights(loaded, new)
+    assert savers and same_weights(loaded, old)
+    savers[0].join()
+    monkeypatch.setattr(tformer.manifest, "sha256", hash_file)
+    assert same_weights(load_model(last)[0], new)
+
+
+def test_a_replacement_between_the_manifest_and_the_hash_is_read_again(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A directory put in place by another program (no lock) after the reader read the old manifest, before it
+    hashes the new weights: no false 'does not match its SHA-256', but the new checkpoint, read whole."""
+    import tformer.manifest
+
+    last = tmp_path / "last"
+    old, config = tiny_gpt(0)
+    new, _ = tiny_gpt(1)
+    save_checkpoint(last, model=old, config=config)
+    save_checkpoint(tmp_path / "next", model=new, config=config)
+    hash_file, swapped = tformer.manifest.sha256, []
+
+    def swap_first(file: Path) -> str:
+        if not swapped and file.name == "model.safetensors":
+            swapped.append(file)
+            os.replace(last, tmp_path / "previous")
+            os.replace(tmp_path / "next", last)
+        return hash_file(file)
+
+    monkeypatch.setattr(tformer.manifest, "sha256", swap_first)
+    loaded, _ = load_model(last)
+    assert swapped and same_weights(loaded, new)
 
 
 def test_a_read_while_the_save_has_moved_the_old_one_aside_waits_for_the_new(tmp_path: Path,

@@ -37,6 +37,7 @@ import tformer.models
 from tformer.config import FAMILIES, ModelConfig
 from tformer.configio import from_dict, read_yaml, renamed_keys
 from tformer.errors import UserError
+from tformer.files import swap_lock
 from tformer.manifest import MANIFEST_FILE, TOKENIZER_DIR, verify_checkpoint, verify_file
 from tformer.models.presets import build_model
 from tformer.runs import RunDir
@@ -57,17 +58,22 @@ def read_consistently(path: str | os.PathLike, read: Callable[[], T]) -> T:
     """`read()` of the checkpoint directory `path`, read again when a save replaced `path` while it ran: a
     failure then (an old manifest against a new file, a file missing while the directory was moved aside) is
     no fault of the checkpoint, and a success may hold parts of both. A failure while nothing replaced
-    `path` is raised at once, as is any failure of the last of READ_TRIES reads."""
+    `path` is raised at once, as is any failure of the last of READ_TRIES reads. A save by this package holds
+    `files.swap_lock` while it replaces `path`, and a read holds it shared, so that a read goes again only
+    past a save of another kind (or the first of a new directory)."""
     for _ in range(READ_TRIES - 1):
-        before = _identity(path)
-        try:
-            result = read()
-        except (UserError, OSError):
-            if not _replaced(path, before):
-                raise
-            continue
-        if _identity(path) == before:
-            return result
+        failure = None
+        with swap_lock(path, shared=True):  # no save replaces `path` meanwhile (a save by this package)
+            before = _identity(path)
+            try:
+                result = read()
+            except (UserError, OSError) as e:
+                failure = e
+            else:
+                if _identity(path) == before:
+                    return result
+        if failure is not None and not _replaced(path, before):  # waits outside the lock for a save under way
+            raise failure
     return read()
 
 

@@ -40,6 +40,11 @@ from typing import TextIO
 from tformer.errors import UserError
 from tformer.ioerrors import writing
 
+try:
+    import fcntl
+except ImportError:  # not on Windows: replacing and reading a directory are not ordered there
+    fcntl = None  # type: ignore[assignment]
+
 STDOUT = "-"  # the name a user gives for standard output
 STDOUT_NAME = "standard output"  # how an error names it
 
@@ -258,22 +263,49 @@ def fsync_dir(directory: Path) -> None:
 
 def _swap_into_place(tmp: Path, path: Path, keep_previous_as: str | os.PathLike | None = None) -> None:
     """rename(tmp, path); a non-empty directory cannot be renamed over, so an old one is moved aside
-    first and deleted after, or kept as `keep_previous_as` (and moved back if the second rename fails)."""
+    first and deleted after, or kept as `keep_previous_as` (and moved back if the second rename fails). The
+    two renames of a replacement hold `swap_lock(path)`, so that a reader holding it shared (a checkpoint
+    loaded while a training saves it) sees the old directory whole or the new one whole."""
     old = None
-    if path.exists():
-        old = Path(keep_previous_as) if keep_previous_as else path.parent / f".{path.name}.old-{uuid.uuid4().hex[:12]}"
-        if old.exists():
-            shutil.rmtree(old)
-        os.replace(path, old)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        if old is not None:
-            os.replace(old, path)
-        raise
+    with swap_lock(path, shared=False):
+        if path.exists():
+            old = Path(keep_previous_as) if keep_previous_as else \
+                path.parent / f".{path.name}.old-{uuid.uuid4().hex[:12]}"
+            if old.exists():
+                shutil.rmtree(old)
+            os.replace(path, old)
+        try:
+            os.replace(tmp, path)
+        except BaseException:
+            if old is not None:
+                os.replace(old, path)
+            raise
     fsync_dir(path.parent)
     if old is not None and not keep_previous_as:
         shutil.rmtree(old, ignore_errors=True)
+
+
+@contextmanager
+def swap_lock(path: str | os.PathLike, *, shared: bool) -> Iterator[None]:
+    """The lock that orders replacing the directory `path` (exclusive: the renames of `atomic_directory`)
+    against reading it (shared: a whole read, `checkpoints.read_consistently`): an advisory lock on the
+    directory that holds it (a run's directory for its `last` and `best`), so nothing is left beside it. Where
+    that directory cannot be opened or locked (a system without flock), it goes on without the lock."""
+    try:
+        fd = os.open(Path(path).absolute().parent, os.O_RDONLY)
+    except OSError:
+        fd = None
+    if fd is None or fcntl is None:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        except OSError:  # a file system without locks
+            pass
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def sha256(file: Path) -> str:
@@ -286,5 +318,6 @@ def sha256(file: Path) -> str:
 
 
 __all__ = ["STDOUT", "STDOUT_NAME", "atomic_directory", "check_output", "check_output_dir", "check_output_name",
-           "fsync_dir", "fsync_tree", "is_special_file", "is_stream", "sha256", "standard_output", "write_atomic",
+           "fsync_dir", "fsync_tree", "is_special_file", "is_stream", "sha256", "standard_output", "swap_lock",
+           "write_atomic",
            "write_output"]
