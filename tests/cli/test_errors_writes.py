@@ -93,6 +93,13 @@ def resumed_with(c: Ctx, name: str, data: bytes) -> list[str]:
     return c.train("train.average_last=2", "train.max_steps=4", "--resume")
 
 
+def a_run(c: Ctx) -> str:
+    """{tmp}/run/best, a translator with its recipe beside it (what evaluate reads its test split from)."""
+    c.copy(c.w.s2s, "run/best")
+    c.file("run/recipe.yaml", Path(c.w.recipe).read_text())
+    return str(c.tmp / "run" / "best")
+
+
 def non_finite(c: Ctx) -> str:
     """A copy of the translator without a manifest (put together by hand) whose weights hold a NaN."""
     path = c.copy(c.w.s2s, "ckpt", manifest=False)
@@ -112,6 +119,9 @@ CASES = [
          ("checkpoint {tmp}/src: notes.txt is not in manifest.json",)),
     # 321: a write that fails names its file (a file-size limit: test_a_file_size_limit_names_the_file...)
     Case("translate-output-dev-full", lambda c: translate(c, "-i", c.file("in.txt", "the cat\n"), "-o", "/dev/full"),
+         ("/dev/full: No space left on device",)),
+    Case("evaluate-hyp-out-dev-full", lambda c: ["evaluate", "--checkpoint", a_run(c), "--split", "valid", "--limit",
+                                                 "2", "--hyp-out", "/dev/full"],
          ("/dev/full: No space left on device",)),
     # 322: standard output full
     Case("translate-stdout-full", full_stdout, ("standard output: No space left on device",)),
