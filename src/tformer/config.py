@@ -344,7 +344,9 @@ class RNNSeq2SeqConfig:
     final states have the decoder's size. The encoder and the decoder have `n_layers` layers each, and the
     final state of encoder layer l starts decoder layer l. `match` names the MATCH function that scores
     a decoder state z against an encoder state h (`models/rnn.py`): dot z.h, general z.W h, additive
-    v.tanh(W z + U h), cosine beta cos(z, h); none: no attention. `max_len` bounds what decoding produces
+    v.tanh(W z + U h), cosine beta cos(z, h); none: no attention. With a match, `input_feeding` feeds each
+    step's attentional output to the next step's input (Luong et al. 2015, sec. 3.3); without it the decoder
+    RNN runs over the whole target in one call in training, about twice as fast. `max_len` bounds what decoding produces
     and what a text may hold (an RNN has no positions to run out of). `vocab_size` is the target
     vocabulary; `src_vocab_size` None shares it, as `Seq2SeqConfig` does. The key was `attention` before
     (a word a Transformer's config uses for its kind of self-attention); a config giving it is refused with
@@ -359,6 +361,7 @@ class RNNSeq2SeqConfig:
     cell: RNNCell = "lstm"
     bidirectional: bool = True
     match: MatchKind = "none"
+    input_feeding: bool = True  # with a match: o_t-1 joins the decoder's input at step t
     max_len: int = 256
     dropout: float = 0.1  # on the embeddings, between layers, and on the decoder's output
     init_range: float = 0.1  # every weight starts uniform in [-init_range, init_range] (Luong et al. 2015)

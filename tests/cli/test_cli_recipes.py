@@ -14,7 +14,7 @@ from tformer.cli import main
 from tformer.tasks import load_recipe
 
 SHIPPED = ["bert-pretrain", "classify-bbc", "classify-sentiment", "demo", "demo-20", "demo-gpu", "gpt-bible",
-           "gpt-bible-draft", "long", "road-attention", "road-rnn", "synthetic-attention", "synthetic-rnn",
+           "gpt-bible-draft", "long", "road-attention", "road-rnn", "road-transformer", "synthetic-attention", "synthetic-rnn",
            "synthetic-transformer"]
 KNOWN = ", ".join(SHIPPED)
 

@@ -55,13 +55,14 @@ def test_the_encoders_final_state_starts_the_decoder() -> None:
         assert torch.allclose(model(src, tgt), model.lm_head(by_hand), atol=1e-6)
 
 
-GRID = [(cell, match, True) for cell in ("lstm", "gru") for match in MATCH_KINDS] + [("gru", "additive", False)]
+GRID = ([(cell, match, True, True) for cell in ("lstm", "gru") for match in MATCH_KINDS]
+        + [("gru", "additive", False, True), ("lstm", "dot", True, False), ("gru", "general", False, False)])
 
 
-@pytest.mark.parametrize(("cell", "match", "bidirectional"), GRID)
-def test_cached_decoding_equals_uncached(cell: str, match: str, bidirectional: bool) -> None:
+@pytest.mark.parametrize(("cell", "match", "bidirectional", "input_feeding"), GRID)
+def test_cached_decoding_equals_uncached(cell: str, match: str, bidirectional: bool, input_feeding: bool) -> None:
     torch.manual_seed(0)
-    model = tiny(cell=cell, match=match, bidirectional=bidirectional)
+    model = tiny(cell=cell, match=match, bidirectional=bidirectional, input_feeding=input_feeding)
     src, tgt = batch()
     with torch.no_grad():
         whole = model(src, tgt)  # (B, T, V): the decoder re-run over every position

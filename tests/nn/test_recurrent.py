@@ -71,6 +71,32 @@ def test_decoder_step_is_luong_input_feeding() -> None:
     assert state.length == 4 and torch.allclose(state.h[0], h, atol=1e-6) and torch.allclose(state.feed, o)
 
 
+def test_decoder_without_input_feeding_attends_after_the_rnn() -> None:
+    """z_t = LSTM(y_t); c_t = sum alpha h; o_t = tanh(W_c [c_t ; z_t]), written out step by step with an
+    LSTMCell holding the same weights: what the decoder computes for all steps at once."""
+    torch.manual_seed(0)
+    rnn = nn.LSTM(E, D, batch_first=True)
+    combine = nn.Linear(2 * D, D, bias=False)
+    decoder = RecurrentDecoder(rnn=rnn, alignment=Alignment(match=DotMatch(), d_model=D), combine=combine,
+                               input_feeding=False)
+    cell = nn.LSTMCell(E, D)
+    cell.load_state_dict({k.removesuffix("_l0"): v for k, v in rnn.state_dict().items()})
+    y, memory = torch.randn(2, 4, E), torch.randn(2, 5, D)
+    valid = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+    h0, c0 = torch.randn(1, 2, D), torch.randn(1, 2, D)
+    state = RecurrentState()
+    state.start(h0, c0, None)
+    with torch.no_grad():
+        out = decoder(y, state, keys=memory, values=memory, valid=valid)
+        h, c = h0[0], c0[0]
+        for t in range(4):
+            h, c = cell(y[:, t], (h, c))
+            scores = torch.einsum("bd,bsd->bs", h, memory).masked_fill(~valid, float("-inf"))
+            context = torch.einsum("bs,bsd->bd", torch.softmax(scores, dim=-1), memory)
+            assert torch.allclose(out[:, t], torch.tanh(combine(torch.cat([context, h], dim=-1))), atol=1e-6)
+    assert state.length == 4 and state.feed is None and torch.allclose(state.h[0], h, atol=1e-6)
+
+
 def test_state_reorders_along_the_batch() -> None:
     state = RecurrentState()
     state.reorder(torch.tensor([0, 0]))  # empty: nothing to move

@@ -4,7 +4,7 @@ that training, greedy and beam search, scoring and the commands take either.
 
     memory = encode(src)                  embeddings -> encoder RNN: states h_1..h_S and the final state
     logits = decode(tgt, memory)          embeddings -> decoder RNN from the final state (-> attention,
-                                          input feeding: `nn/recurrent.py`) -> linear
+                                          with or without input feeding: `nn/recurrent.py`) -> linear
     p(y_t | y_<t, x) = softmax(logits_t)
 
 What `encode` returns is one tensor, as search reorders it along the batch: the encoder states and then the
@@ -47,13 +47,16 @@ def build_rnn(config: RNNSeq2SeqConfig, *, input_size: int, bidirectional: bool 
 
 
 def build_decoder(config: RNNSeq2SeqConfig) -> RecurrentDecoder:
-    """The decoder RNN, with attention by the config's MATCH function and input feeding unless it is none."""
+    """The decoder RNN, with attention by the config's MATCH function unless it is none, and then input
+    feeding unless the config turns it off."""
     d = config.d_model
     if config.match == "none":
         return RecurrentDecoder(rnn=build_rnn(config, input_size=d), dropout=config.dropout)
     alignment = Alignment(match=MATCHES[config.match](d), d_model=d)
-    return RecurrentDecoder(rnn=build_rnn(config, input_size=2 * d), alignment=alignment,  # [y_t ; o_t-1]
-                            combine=nn.Linear(2 * d, d, bias=False), dropout=config.dropout)
+    width = 2 * d if config.input_feeding else d  # [y_t ; o_t-1], or y_t alone
+    return RecurrentDecoder(rnn=build_rnn(config, input_size=width), alignment=alignment,
+                            combine=nn.Linear(2 * d, d, bias=False), input_feeding=config.input_feeding,
+                            dropout=config.dropout)
 
 
 class RNNEncoderDecoder(nn.Module):
@@ -111,7 +114,7 @@ class RNNEncoderDecoder(nn.Module):
         layers = self.config.n_layers
         h = start[:, :layers].transpose(0, 1)  # (L, B, d)
         c = start[:, layers:].transpose(0, 1) if self.config.cell == "lstm" else None
-        feed = None if self.decoder.alignment is None else start.new_zeros(start.shape[0], start.shape[2])
+        feed = start.new_zeros(start.shape[0], start.shape[2]) if self.decoder.input_feeding else None
         state.start(h, c, feed)
 
     def forward(self, src: Tensor, tgt: Tensor) -> Tensor:

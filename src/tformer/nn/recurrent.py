@@ -8,6 +8,9 @@ the decoder's state between decoding steps.
                z_t, state = RNN([y_t ; o_t-1], state)       o_0 = 0
                c_t = sum_s alpha_ts h_s                     `alignment.Alignment`
                o_t = tanh(W_c [c_t ; z_t])                  predicts y_t+1 and is fed to the next step
+      with attention, without input feeding (Luong et al. 2015, sec. 3.1): z_t, state = RNN(y_t, state), the
+      same c_t and o_t; nothing flows from o_t back into the RNN, so under teacher forcing the RNN runs over
+      the whole target in one call and the attention of every step is one batched product
 
 The cells are torch's own (nn.LSTM, nn.GRU), given by the builder; these modules know no config.
 
@@ -88,34 +91,40 @@ class RecurrentEncoder(nn.Module):
 
 class RecurrentDecoder(nn.Module):
     """`rnn` (unidirectional, batch_first) over the embedded target. Without `alignment` the whole target
-    runs in one call and its states are the output; with it, step by step with input feeding (the module
-    docstring), `combine` being W_c (2d -> d). `dropout` applies to the output (and so to what is fed)."""
+    runs in one call and its states are the output; with it, `combine` being W_c (2d -> d), either step by
+    step with input feeding or, with `input_feeding` False, the RNN in one call and then the attention of
+    all steps at once (the module docstring). `dropout` applies to the output (and so to what is fed)."""
 
     def __init__(self, *, rnn: nn.RNNBase, alignment: nn.Module | None = None, combine: nn.Module | None = None,
-                 dropout: float = 0.0) -> None:
+                 input_feeding: bool = True, dropout: float = 0.0) -> None:
         super().__init__()
         if (alignment is None) != (combine is None):
             raise ValueError("give both alignment and combine (attention) or neither")
         self.rnn, self.alignment, self.combine = rnn, alignment, combine
+        self.input_feeding = input_feeding and alignment is not None
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, state: RecurrentState, *, keys: Tensor | None = None, values: Tensor | None = None,
                 valid: Tensor | None = None) -> Tensor:
         """x (B, T, e) embedded decoder inputs; `state` started (or carried from the step before) and advanced
         here by T steps; keys, values (B, S, d) and valid (B, S) for attention. Returns (B, T, d)."""
-        if self.alignment is None:
-            out, hidden = self.rnn(x, state.hidden)  # (B, T, d)
+        if not self.input_feeding:
+            z, hidden = self.rnn(x, state.hidden)  # (B, T, d)
             state.advance(hidden, None, x.shape[1])
-            return self.dropout(out)
+            return self.dropout(z) if self.alignment is None else self._attend(z, keys, values, valid)
         hidden, feed, outputs = state.hidden, state.feed, []
         for t in range(x.shape[1]):
             z, hidden = self.rnn(torch.cat([x[:, t : t + 1], feed[:, None]], dim=-1), hidden)  # (B, 1, d)
-            context, _ = self.alignment(z, keys, values, valid)  # (B, 1, d)
-            out = self.dropout(torch.tanh(self.combine(torch.cat([context, z], dim=-1))))  # (B, 1, d)
+            out = self._attend(z, keys, values, valid)  # (B, 1, d)
             feed = out[:, 0]  # (B, d)
             outputs.append(out)
         state.advance(hidden, feed, x.shape[1])
         return torch.cat(outputs, dim=1)  # (B, T, d)
+
+    def _attend(self, z: Tensor, keys: Tensor, values: Tensor, valid: Tensor) -> Tensor:
+        """o = tanh(W_c [c ; z]) for decoder states z (B, T, d) -> (B, T, d), after dropout."""
+        context, _ = self.alignment(z, keys, values, valid)  # (B, T, d)
+        return self.dropout(torch.tanh(self.combine(torch.cat([context, z], dim=-1))))
 
 
 __all__ = ["Hidden", "RecurrentDecoder", "RecurrentEncoder", "RecurrentState"]
