@@ -41,23 +41,14 @@ class Job:
     work: Any  # what the runner is given
 
 
-class MicroBatcher:
-    """Collects jobs into batches of at most `max_batch` sentences and runs them with `run(works)` in one
-    worker thread. `submit` from the event loop; `start` and `stop` around the server's life. A batch's
-    first job waits for others with `sleep(wait_s)`: asyncio.sleep, unless a test passes one it ends itself.
-    `thread`: the model's thread, shared with the continuous scheduler (`scheduler.py`) and shut down by its
-    owner; None: one of its own, shut down by `stop`."""
+class Worker:
+    """What both batchers share (this one and the continuous scheduler, `scheduler.py`): a queue of jobs the
+    event loop fills with `submit`, each with the future its answer goes to, and one task, `_work`, that
+    drains it from `start` until `stop`."""
 
-    def __init__(self, run: Runner, *, max_batch: int, wait_s: float, sleep: Sleep = asyncio.sleep,
-                 thread: ThreadPoolExecutor | None = None) -> None:
-        self.run, self.max_batch, self.wait_s, self.sleep = run, max_batch, wait_s, sleep
-        self.sizes: Counter[int] = Counter()  # requests in a batch -> how many batches had that many
-        self.sentences = 0  # sentences decoded
+    def __init__(self) -> None:
         self._queue: asyncio.Queue[tuple[Job, asyncio.Future]] | None = None
-        self._held: tuple[Job, asyncio.Future] | None = None  # a job that did not fit the last batch
         self._task: asyncio.Task | None = None
-        self._own = thread is None
-        self._thread = thread or ThreadPoolExecutor(max_workers=1, thread_name_prefix="tformer-model")
 
     def start(self) -> None:
         self._queue = asyncio.Queue()
@@ -68,15 +59,38 @@ class MicroBatcher:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        if self._own:
-            self._thread.shutdown(wait=True)
 
     def submit(self, job: Job) -> asyncio.Future:
-        """Queues `job` now; the future (await it in the event loop) gets its answer once a batch holding it has
-        run, or the job's error if it failed alone."""
+        """Queues `job` now; the future (await it in the event loop) gets its answer, or its error."""
         future = asyncio.get_running_loop().create_future()
         self._queue.put_nowait((job, future))
         return future
+
+    async def _work(self) -> None:
+        raise NotImplementedError
+
+
+class MicroBatcher(Worker):
+    """Collects jobs into batches of at most `max_batch` sentences and runs them with `run(works)` in one
+    worker thread. `submit` from the event loop; `start` and `stop` around the server's life. A batch's
+    first job waits for others with `sleep(wait_s)`: asyncio.sleep, unless a test passes one it ends itself.
+    `thread`: the model's thread, shared with the continuous scheduler (`scheduler.py`) and shut down by its
+    owner; None: one of its own, shut down by `stop`."""
+
+    def __init__(self, run: Runner, *, max_batch: int, wait_s: float, sleep: Sleep = asyncio.sleep,
+                 thread: ThreadPoolExecutor | None = None) -> None:
+        super().__init__()
+        self.run, self.max_batch, self.wait_s, self.sleep = run, max_batch, wait_s, sleep
+        self.sizes: Counter[int] = Counter()  # requests in a batch -> how many batches had that many
+        self.sentences = 0  # sentences decoded
+        self._held: tuple[Job, asyncio.Future] | None = None  # a job that did not fit the last batch
+        self._own = thread is None
+        self._thread = thread or ThreadPoolExecutor(max_workers=1, thread_name_prefix="tformer-model")
+
+    async def stop(self) -> None:
+        await super().stop()
+        if self._own:
+            self._thread.shutdown(wait=True)
 
     def stats(self) -> dict[str, Any]:
         batches = sum(self.sizes.values())
@@ -167,4 +181,4 @@ def groups(batch: list[tuple[Job, Any]]) -> list[list[tuple[Job, Any]]]:
     return out
 
 
-__all__ = ["Job", "MicroBatcher", "Runner", "Sleep", "groups"]
+__all__ = ["Job", "MicroBatcher", "Runner", "Sleep", "Worker", "groups"]

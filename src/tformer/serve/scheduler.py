@@ -25,14 +25,13 @@ and the scheduler goes on with an empty batch. A request whose client went away 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 from collections import deque
 from collections.abc import Hashable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
-from tformer.serve.batching import Job
+from tformer.serve.batching import Job, Worker
 
 
 class Stepped(Protocol):
@@ -56,35 +55,19 @@ class Stepped(Protocol):
     def reset(self) -> None: ...
 
 
-class Scheduler:
+class Scheduler(Worker):
     """Runs `batch` step by step in `thread` while requests are live: at most `max_live` at once, at most
     `max_step_tokens` tokens a step (the first admission of a step excepted). `submit` from the event loop;
-    `start` and `stop` around the server's life (the thread is its owner's to shut down)."""
+    `start` and `stop` around the server's life (the thread is its owner's to shut down); a future gets its
+    answer when its request has ended."""
 
     def __init__(self, batch: Stepped, *, max_live: int, max_step_tokens: int, thread: ThreadPoolExecutor) -> None:
+        super().__init__()
         self.batch, self.max_live, self.max_step_tokens, self.thread = batch, max_live, max_step_tokens, thread
         self.steps = self.requests = self.live_total = self.largest = self.most_tokens = 0
-        self._queue: asyncio.Queue[tuple[Job, asyncio.Future]] | None = None
         self._waiting: deque[tuple[Job, asyncio.Future]] = deque()
         self._running: dict[int, asyncio.Future] = {}
         self._keys = itertools.count()
-        self._task: asyncio.Task | None = None
-
-    def start(self) -> None:
-        self._queue = asyncio.Queue()
-        self._task = asyncio.get_running_loop().create_task(self._work())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    def submit(self, job: Job) -> asyncio.Future:
-        """Queues `job` now; the future gets its answer when it has ended, or its error."""
-        future = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait((job, future))
-        return future
 
     def stats(self) -> dict[str, Any]:
         """Steps run, requests admitted, the most live in one step and the mean, the most tokens one step fed."""
