@@ -24,6 +24,9 @@ forecasts of the next point of a sweep, `--quick` presets, and results written a
     run_main(main, prog)                a benchmark run as a command: a setting tformer refuses (UserError) is
                                         one line `prog: ...` and exit code 2, not a traceback
     write_json(path, data)              NaN as null, paths as text, the directory created
+    table_head(head, align), table_row(cells), markdown_table(head, align, rows)
+                                        Markdown tables: `align` one letter a column, l left, r right, c centred;
+                                        a head alone for a table whose rows are printed as they are measured
 
 Run a benchmark from the repository root as a module: `python -m benchmarks.complexity --quick`.
 """
@@ -36,7 +39,7 @@ import math
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -207,3 +210,21 @@ def write_json(path: str | Path, data: object) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(plain(data), indent=2, allow_nan=False) + "\n", encoding="utf-8")
     return path
+
+
+RULES = {"l": "---", "r": "---:", "c": ":---:"}
+
+
+def table_row(cells: Sequence[object]) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def table_head(head: Sequence[str], align: str) -> str:
+    """The column names and the rule under them; `align` one letter a column (l, r or c)."""
+    if len(align) != len(head):
+        raise ValueError(f"{len(head)} columns but {len(align)} alignments ({align!r})")
+    return table_row(head) + "\n|" + "|".join(RULES[a] for a in align) + "|"
+
+
+def markdown_table(head: Sequence[str], align: str, rows: Iterable[Sequence[object]]) -> str:
+    return "\n".join([table_head(head, align), *(table_row(r) for r in rows)])

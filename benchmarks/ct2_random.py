@@ -40,7 +40,7 @@ import torch
 from torch import nn
 
 import tformer
-from benchmarks.common import apply_quick, seconds, write_json
+from benchmarks.common import apply_quick, seconds, table_head, table_row, write_json
 from benchmarks.ct2_parity import ours
 from tformer.decoding import Decoder, generate_greedy
 from tformer.interop.ct2 import generate_ids, load_ct2, to_ct2, translate_ids
@@ -107,8 +107,8 @@ def row(name: str, times: dict[str, float], work: float, unit: str) -> dict:
                fp32_ratio=times["ct2 fp32"] / times["tformer fp32"],
                int8_ratio=times["ct2 int8"] / times["tformer int8"])
     r = out["rate"]
-    print(f"| {name} | {r['tformer fp32']:.1f} | {r['ct2 fp32']:.1f} | {out['fp32_ratio']:.2f}x | "
-          f"{r['tformer int8']:.1f} | {r['ct2 int8']:.1f} | {out['int8_ratio']:.2f}x |", flush=True)
+    print(table_row([name, f"{r['tformer fp32']:.1f}", f"{r['ct2 fp32']:.1f}", f"{out['fp32_ratio']:.2f}x",
+                     f"{r['tformer int8']:.1f}", f"{r['ct2 int8']:.1f}", f"{out['int8_ratio']:.2f}x"]), flush=True)
     return out
 
 
@@ -197,8 +197,8 @@ def main(argv: list[str] | None = None) -> dict:
         return {}
     argv = worker_argv(args, threads)
     rows = []
-    print("| task | tformer fp32 | CTranslate2 fp32 | ratio | tformer int8 | CTranslate2 int8 | ratio |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print(table_head(["task", "tformer fp32", "CTranslate2 fp32", "ratio", "tformer int8", "CTranslate2 int8",
+                      "ratio"], "lrrrrrr"))
     with tempfile.TemporaryDirectory() as tmp:
         for name, model in (("translator", translator(args.small)), ("gpt", gpt(args.small))):
             for q in ("fp32", "int8"):

@@ -56,7 +56,7 @@ from pathlib import Path
 import torch
 
 from benchmarks import bench_models, machine, quiet
-from benchmarks.common import apply_quick, seconds, write_json
+from benchmarks.common import apply_quick, seconds, table_head, table_row, write_json
 from tformer import inference
 from tformer.checkpoints import load_config
 from tformer.decoding import generate_greedy
@@ -231,9 +231,9 @@ def timed_row(task: str, checkpoint: Path, converted: Path, argv: list[str], arg
              for q in ("fp32", "int8")}
     loud = [f"{k} {quiet.marks(checks)}" for k, checks in rounds.items() if quiet.verdict(checks) == "not quiet"]
     marks = "; ".join(loud) or ("yes" if row["quiet"] == "quiet" else "unknown")
-    print(f"| {spec['name']} | {r['tformer fp32']:.1f} | {r['ct2 fp32']:.1f} | {ratio['fp32']} | "
-          f"{r['tformer int8']:.1f} | {r['ct2 int8']:.1f} | {ratio['int8']} | {100 * row['same']:.0f}% | {marks} |",
-          flush=True)
+    print(table_row([spec["name"], f"{r['tformer fp32']:.1f}", f"{r['ct2 fp32']:.1f}", ratio["fp32"],
+                     f"{r['tformer int8']:.1f}", f"{r['ct2 int8']:.1f}", ratio["int8"], f"{100 * row['same']:.0f}%",
+                     marks]), flush=True)
     return row
 
 
@@ -268,8 +268,8 @@ def main(argv: list[str] | None = None) -> dict:
     tasks = [t for t in tasks if TASKS[t]["kind"] in models and (args.tasks is None or t in args.tasks)]
     argv = [f"--sentences={args.sentences}", f"--batch={args.batch}", f"--gen-new-tokens={args.gen_new_tokens}",
             f"--threads={threads}", f"--quiet-threshold={args.quiet_threshold}"]
-    print("| task | tformer fp32 | CTranslate2 fp32 | ratio | tformer int8 | CTranslate2 int8 | ratio | same | quiet |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    print(table_head(["task", "tformer fp32", "CTranslate2 fp32", "ratio", "tformer int8", "CTranslate2 int8",
+                      "ratio", "same", "quiet"], "lrrrrrrrl"))
     with tempfile.TemporaryDirectory() as tmp:
         for kind, path in models.items():
             for q in ("fp32", "int8"):

@@ -41,7 +41,7 @@ from torch import nn
 
 import tformer
 from benchmarks import machine, quiet
-from benchmarks.common import alternate_checked, at_least, device_arg, run_main, timed, write_json
+from benchmarks.common import alternate_checked, at_least, device_arg, markdown_table, run_main, timed, write_json
 from tformer.data.device import DTYPES
 from tformer.decoding import Decoder, generate_greedy
 
@@ -150,11 +150,11 @@ def measure(args: argparse.Namespace, ours: nn.Module, hf: nn.Module, device: to
 
 
 def markdown(rows: list[dict], bound: dict) -> str:
-    lines = ["| contender | batch | tokens/s | ms per step | first call s | same tokens | quiet |",
-             "|---|---:|---:|---:|---:|:---:|---|"]
-    lines += [f"| {r['contender']} | {r['batch']} | {r['tokens_per_s']:.0f} | {r['ms_per_step']:.2f} | "
-              f"{r['first_call_s']:.1f} | {'yes' if r['same_tokens'] else 'NO'} | "
-              f"{quiet.marks(quiet.rounds_of(r))} |" for r in rows]
+    head = ["contender", "batch", "tokens/s", "ms per step", "first call s", "same tokens", "quiet"]
+    lines = [markdown_table(head, "lrrrrcl", ([r["contender"], r["batch"], f"{r['tokens_per_s']:.0f}",
+                                               f"{r['ms_per_step']:.2f}", f"{r['first_call_s']:.1f}",
+                                               "yes" if r["same_tokens"] else "NO", quiet.marks(quiet.rounds_of(r))]
+                                              for r in rows))]
     lines.append(f"\nBatch-1 bandwidth bound: {bound['weight_bytes'] / 2**20:.1f} MiB of weights at "
                  f"{bound['bandwidth_gb_s']:.1f} GB/s (best streaming read, {bound['threads']} threads) -> at most "
                  f"{bound['tokens_per_s']:.0f} tokens/s"

@@ -68,13 +68,14 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import torch
 
-from benchmarks.common import apply_quick, device_arg, write_json
+from benchmarks.common import apply_quick, device_arg, markdown_table, table_head, table_row, write_json
 
 QUICK = dict(requests=12, clients="1,4", max_batch=4, train_steps=20)
 GENERATE = dict(requests=256, clients="32,128", max_batch=32)  # --mode generate's defaults
@@ -203,6 +204,34 @@ class Server:
         self.log.close()
 
 
+def load_servers(checkpoint: Path, servers: list[tuple[str, list[str], list[int]]], *,
+                 warm_up: Callable[[str], object], measure_one: Callable[[str, int], dict[str, Any]],
+                 head: list[str], cells: Callable[[dict[str, Any]], list[object]]) -> list[dict[str, Any]]:
+    """Each server (name, its options, the numbers of clients to load it with) started in turn, warmed up by
+    `warm_up(url)`, then loaded by each number of clients, `measure_one(url, clients)` giving the row, printed
+    as it comes (a table's rows under `head`, `cells` of each). Returns the rows, each with its server's name."""
+    print(table_head(head, "l" * len(head)), flush=True)
+    rows = []
+    for name, options, counts in servers:
+        with Server(checkpoint, options) as url:
+            warm_up(url)
+            for clients in counts:
+                row = {"server": name, **measure_one(url, clients)}
+                rows.append(row)
+                print(table_row(cells(row)), flush=True)
+    return rows
+
+
+def report(result: dict[str, Any], table: str, out: Path | None) -> dict[str, Any]:
+    """Prints the table, writes the result to `out` (JSON) if given, and returns it."""
+    print()
+    print(table)
+    if out:
+        write_json(out, result)
+        print(f"\nwritten to {out}")
+    return result
+
+
 def request(connection: http.client.HTTPConnection, method: str, path: str, body: Any = None) -> tuple[int, Any]:
     data = None if body is None else json.dumps(body).encode()
     connection.request(method, path, body=data, headers={"Content-Type": "application/json"})
@@ -296,17 +325,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                   for i in range(args.requests)]
         expected = [alone[i * k:(i + 1) * k] for i in range(args.requests)]
         common = ["--device", args.device, "--max-batch"]
-        rows = []
-        for name, options, counts in (
-                ("micro-batching", [*common, str(args.max_batch), "--batch-wait-ms", str(args.batch_wait_ms)],
-                 args.client_counts),
-                ("one at a time", [*common, str(k), "--batch-wait-ms", "0"], [max(args.client_counts)])):
-            with Server(checkpoint, options) as url:
-                load(url, bodies[:2], 1)  # warm-up
-                for clients in counts:
-                    row = {"server": name, **measure(url, bodies, expected, clients, k)}
-                    rows.append(row)
-                    print(format_row(row), flush=True)
+        servers = [("micro-batching", [*common, str(args.max_batch), "--batch-wait-ms", str(args.batch_wait_ms)],
+                    args.client_counts),
+                   ("one at a time", [*common, str(k), "--batch-wait-ms", "0"], [max(args.client_counts)])]
+        rows = load_servers(checkpoint, servers, warm_up=lambda url: load(url, bodies[:2], 1),
+                            measure_one=lambda url, clients: measure(url, bodies, expected, clients, k),
+                            head=TRANSLATION_HEAD, cells=translation_cells)
     most = max(args.client_counts)
     batched = next(r for r in rows if r["server"] == "micro-batching" and r["clients"] == most)
     single = next(r for r in rows if r["server"] == "one at a time")
@@ -315,31 +339,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               "machine": machine_info(),
               "results": rows, "ratio": batched["requests_per_s"] / single["requests_per_s"],
               "all_right": all(r["right"] == r["requests"] for r in rows)}
-    print()
-    print(markdown_table(result))
-    if args.out:
-        write_json(args.out, result)
-        print(f"\nwritten to {args.out}")
-    return result
+    return report(result, translation_table(result), args.out)
 
 
-def format_row(r: dict[str, Any]) -> str:
-    return (f"{r['server']:>14} | {r['clients']:>3} clients | {r['requests_per_s']:7.2f} req/s | "
-            f"{r['sentences_per_s']:7.2f} sentences/s | p50 {r['p50_ms']:7.1f} ms | p99 {r['p99_ms']:7.1f} ms | "
-            f"mean batch {r['mean_batch']:5.2f} | right {r['right']}/{r['requests']}")
+TRANSLATION_HEAD = ["server", "clients", "requests/s", "sentences/s", "p50 latency", "p99 latency", "mean batch",
+                    "right answers"]
 
 
-def markdown_table(result: dict[str, Any]) -> str:
-    lines = ["| server | clients | requests/s | sentences/s | p50 latency | p99 latency | mean batch | right answers |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in result["results"]:
-        lines.append(f"| {r['server']} | {r['clients']} | {r['requests_per_s']:.2f} | {r['sentences_per_s']:.2f} | "
-                     f"{r['p50_ms']:.0f} ms | {r['p99_ms']:.0f} ms | {r['mean_batch']:.2f} | "
-                     f"{r['right']}/{r['requests']} |")
+def translation_cells(r: dict[str, Any]) -> list[object]:
+    return [r["server"], r["clients"], f"{r['requests_per_s']:.2f}", f"{r['sentences_per_s']:.2f}",
+            f"{r['p50_ms']:.0f} ms", f"{r['p99_ms']:.0f} ms", f"{r['mean_batch']:.2f}", f"{r['right']}/{r['requests']}"]
+
+
+def translation_table(result: dict[str, Any]) -> str:
     most = max(r["clients"] for r in result["results"])
-    lines.append(f"\nmicro-batching / one at a time, at {most} clients: {result['ratio']:.2f}x requests/s")
-    return "\n".join(lines)
-
+    return (markdown_table(TRANSLATION_HEAD, "lrrrrrrr", map(translation_cells, result["results"]))
+            + f"\n\nmicro-batching / one at a time, at {most} clients: {result['ratio']:.2f}x requests/s")
 
 # --- generation: continuous batching against micro-batching ---------------------------------------------
 
@@ -460,17 +475,14 @@ def main_generate(args: argparse.Namespace) -> dict[str, Any]:
                                               SampleConfig(temperature=0.0), max_new_tokens=b["max_new_tokens"])
                     for b in bodies]
         del loaded
-        rows = []
-        for batching in args.batchings:
-            options = ["--device", args.device, "--max-batch", str(args.max_batch), "--batch-wait-ms",
-                       str(args.batch_wait_ms), "--max-new-tokens", str(args.new_range[1]), "--generate-batching",
-                       batching, "--max-step-tokens", str(args.max_step_tokens)]
-            with Server(checkpoint, options) as url:
-                generation_load(url, bodies[:2], 1, 0.0, args.seed)  # warm-up
-                for clients in args.client_counts:
-                    row = {"server": batching, **generation_measure(url, bodies, expected, clients, args)}
-                    rows.append(row)
-                    print(format_generation_row(row), flush=True)
+        options = ["--device", args.device, "--max-batch", str(args.max_batch), "--batch-wait-ms",
+                   str(args.batch_wait_ms), "--max-new-tokens", str(args.new_range[1]), "--max-step-tokens",
+                   str(args.max_step_tokens), "--generate-batching"]
+        servers = [(batching, [*options, batching], args.client_counts) for batching in args.batchings]
+        rows = load_servers(checkpoint, servers,
+                            warm_up=lambda url: generation_load(url, bodies[:2], 1, 0.0, args.seed),
+                            measure_one=lambda url, clients: generation_measure(url, bodies, expected, clients, args),
+                            head=GENERATION_HEAD, cells=generation_cells)
     most = max(args.client_counts)
     at_most = {r["server"]: r for r in rows if r["clients"] == most}
     ratio = (at_most["continuous"]["tokens_per_s"] / at_most["micro"]["tokens_per_s"]
@@ -478,12 +490,7 @@ def main_generate(args: argparse.Namespace) -> dict[str, Any]:
     result = {"args": {k: v for k, v in vars(args).items() if k not in ("client_counts", "new_range", "batchings")},
               "checkpoint": str(args.checkpoint) if args.checkpoint else "random GPT", "machine": machine_info(),
               "results": rows, "ratio": ratio, "all_right": all(r["right"] == r["requests"] for r in rows)}
-    print()
-    print(generation_table(result))
-    if args.out:
-        write_json(args.out, result)
-        print(f"\nwritten to {args.out}")
-    return result
+    return report(result, generation_table(result), args.out)
 
 
 def machine_info() -> dict[str, Any]:
@@ -491,24 +498,21 @@ def machine_info() -> dict[str, Any]:
             "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "torch": torch.__version__, "nice": os.nice(0)}
 
 
-def format_generation_row(r: dict[str, Any]) -> str:
-    return (f"{r['server']:>10} | {r['clients']:>3} clients | {r['tokens_per_s']:8.1f} tokens/s | "
-            f"TTFT p50 {r['ttft_p50_ms']:7.1f} p99 {r['ttft_p99_ms']:7.1f} ms | "
-            f"ITL p50 {r['itl_p50_ms']:6.1f} p99 {r['itl_p99_ms']:6.1f} ms | right {r['right']}/{r['requests']}")
+GENERATION_HEAD = ["server", "clients", "tokens/s", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "right answers"]
+
+
+def generation_cells(r: dict[str, Any]) -> list[object]:
+    return [r["server"], r["clients"], f"{r['tokens_per_s']:.1f}", f"{r['ttft_p50_ms']:.0f} ms",
+            f"{r['ttft_p99_ms']:.0f} ms", f"{r['itl_p50_ms']:.1f} ms", f"{r['itl_p99_ms']:.1f} ms",
+            f"{r['right']}/{r['requests']}"]
 
 
 def generation_table(result: dict[str, Any]) -> str:
-    lines = ["| server | clients | tokens/s | TTFT p50 | TTFT p99 | ITL p50 | ITL p99 | right answers |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in result["results"]:
-        lines.append(f"| {r['server']} | {r['clients']} | {r['tokens_per_s']:.1f} | {r['ttft_p50_ms']:.0f} ms | "
-                     f"{r['ttft_p99_ms']:.0f} ms | {r['itl_p50_ms']:.1f} ms | {r['itl_p99_ms']:.1f} ms | "
-                     f"{r['right']}/{r['requests']} |")
-    if result["ratio"] is not None:
-        most = max(r["clients"] for r in result["results"])
-        lines.append(f"\ncontinuous / micro-batching, at {most} clients: {result['ratio']:.2f}x tokens/s")
-    return "\n".join(lines)
-
+    table = markdown_table(GENERATION_HEAD, "lrrrrrrr", map(generation_cells, result["results"]))
+    if result["ratio"] is None:
+        return table
+    most = max(r["clients"] for r in result["results"])
+    return table + f"\n\ncontinuous / micro-batching, at {most} clients: {result['ratio']:.2f}x tokens/s"
 
 if __name__ == "__main__":
     sys.exit(0 if main()["all_right"] else 1)

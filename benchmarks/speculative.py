@@ -36,7 +36,7 @@ from pathlib import Path
 import torch
 
 from benchmarks import bench_models, machine, quiet
-from benchmarks.common import apply_quick, at_least, device_arg, seconds, write_json
+from benchmarks.common import apply_quick, at_least, device_arg, markdown_table, seconds, write_json
 from tformer import inference
 from tformer.decoding import SpeculativeStats, generate_greedy, speculative_generate
 
@@ -153,15 +153,14 @@ def measure(gpt: Path, draft: Path, argv: list[str], args: argparse.Namespace) -
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| contender | tokens/s | speed-up | acceptance | target passes a token | same tokens | quiet |",
-             "|---|---:|---:|---:|---:|:---:|---|"]
+    cells = []
     for r in rows:
         speedup = "1" if r["draft_tokens"] == 0 else f"{r['speedup']:.2f}x" + (" not a result" if r["refused"] else "")
         rate = "-" if r["acceptance_rate"] is None else f"{r['acceptance_rate']:.2f}"
-        lines.append(f"| {r['contender']} | {r['tokens_per_s']:.1f} | {speedup} | {rate} | "
-                     f"{r['passes_per_token']:.2f} | {'yes' if r['same'] else 'NO'} | "
-                     f"{quiet.marks([quiet.Check.from_dict(c) for c in r['rounds']])} |")
-    return "\n".join(lines)
+        cells.append([r["contender"], f"{r['tokens_per_s']:.1f}", speedup, rate, f"{r['passes_per_token']:.2f}",
+                      "yes" if r["same"] else "NO", quiet.marks([quiet.Check.from_dict(c) for c in r["rounds"]])])
+    head = ["contender", "tokens/s", "speed-up", "acceptance", "target passes a token", "same tokens", "quiet"]
+    return markdown_table(head, "lrrrrcl", cells)
 
 
 def main(argv: list[str] | None = None) -> dict:

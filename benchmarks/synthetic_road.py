@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks.common import write_json
+from benchmarks.common import markdown_table, write_json
 from benchmarks.road import checkpoint_of, model_label, number, read_run
 from tformer.config import RNNSeq2SeqConfig
 from tformer.errors import UserError
@@ -114,8 +114,7 @@ def markdown(results: list[dict[str, Any]]) -> str:
             *(f"exact % {b['bucket']} (n={b['sequences']})" for b in buckets)]
     rows = [[r["model"], f"{r['params']:,}", str(r["steps"]), number(r["wall_min"]), percent(r["exact"]),
              percent(r["token_accuracy"]), *(percent(b["exact"]) for b in r["buckets"])] for r in results]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    lines = [markdown_table(head, "l" * len(head), rows)]
     s = results[0]["synthetic"]
     note = (f"\n{s['task']} of {s['min_len']} to {s['max_len']} symbols over {s['symbols']}; test split, "
             f"{results[0]['sequences']} sequences, beam {results[0]['decode']['beam']}; buckets by source length.\n")
