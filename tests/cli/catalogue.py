@@ -304,3 +304,20 @@ def in_catalogue(cases: list[Case]) -> list[str]:
     """The ids of `cases` that docs/errors.md does not name."""
     catalogue = (Path(__file__).parents[2] / "docs" / "errors.md").read_text(encoding="utf-8")
     return [c.id for c in cases if f"test_bad_input[{c.id}]" not in catalogue]
+
+
+def case_tests(cases: list[Case]) -> tuple[Callable[..., None], Callable[[], None]]:
+    """The two tests every module of cases runs: each case by `run_case`, and each id once and named in
+    docs/errors.md. A module binds them by name for pytest to collect:
+    `test_bad_input, test_every_case_is_in_the_catalogue = case_tests(CASES)`."""
+
+    @pytest.mark.parametrize("case", cases, ids=[c.id for c in cases])
+    def test_bad_input(case: Case, world: World, tmp_path: Path, capsys: pytest.CaptureFixture,
+                       monkeypatch: pytest.MonkeyPatch) -> None:
+        run_case(case, Ctx(world, tmp_path, monkeypatch), capsys)
+
+    def test_every_case_is_in_the_catalogue() -> None:
+        assert len({c.id for c in cases}) == len(cases)
+        assert not in_catalogue(cases)
+
+    return test_bad_input, test_every_case_is_in_the_catalogue

@@ -14,8 +14,8 @@ from tformer.cli import main
 from tformer.tasks import load_recipe
 
 SHIPPED = ["bert-pretrain", "classify-bbc", "classify-sentiment", "demo", "demo-20", "demo-gpu", "gpt-bible",
-           "gpt-bible-draft", "long", "road-attention", "road-rnn", "road-transformer", "synthetic-attention", "synthetic-rnn",
-           "synthetic-transformer"]
+           "gpt-bible-draft", "long", "road-attention", "road-rnn", "road-transformer", "synthetic-attention",
+           "synthetic-rnn", "synthetic-transformer"]
 KNOWN = ", ".join(SHIPPED)
 
 

@@ -10,9 +10,8 @@ import io
 import sys
 from pathlib import Path
 
-import pytest
 import torch
-from catalogue import Case, Ctx, World, in_catalogue, run_case
+from catalogue import Case, Ctx, case_tests
 
 
 def piped(c: Ctx, data: bytes, argv: list[str]) -> list[str]:
@@ -69,12 +68,4 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_input(case: Case, world: World, tmp_path: Path, capsys: pytest.CaptureFixture,
-                   monkeypatch: pytest.MonkeyPatch) -> None:
-    run_case(case, Ctx(world, tmp_path, monkeypatch), capsys)
-
-
-def test_every_case_is_in_the_catalogue() -> None:
-    assert len({c.id for c in CASES}) == len(CASES)
-    assert not in_catalogue(CASES)
+test_bad_input, test_every_case_is_in_the_catalogue = case_tests(CASES)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from catalogue import TINY, Case, Ctx, World, edited_config, generate, in_catalogue, recipe_file, run_case
+from catalogue import TINY, Case, Ctx, World, case_tests, edited_config, generate, recipe_file
 
 from tformer.cli import main
 from tformer.configio import MAX_ALIAS_NODES, check_finite, dump_yaml, parse_yaml, read_yaml, to_dict
@@ -176,15 +176,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_input(case: Case, world: World, tmp_path: Path, capsys: pytest.CaptureFixture,
-                   monkeypatch: pytest.MonkeyPatch) -> None:
-    run_case(case, Ctx(world, tmp_path, monkeypatch), capsys)
+test_bad_input, test_every_case_is_in_the_catalogue = case_tests(CASES)
 
 
-def test_every_case_is_in_the_catalogue() -> None:
-    assert len({c.id for c in CASES}) == len(CASES)
-    assert not in_catalogue(CASES)
 
 
 # --- the loader and the checks, where the result is not an error ------------------------------------------

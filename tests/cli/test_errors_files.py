@@ -10,20 +10,17 @@ import os
 import re
 from pathlib import Path
 
-import pytest
 import safetensors.torch
 import torch
 import yaml
 from catalogue import (
     Case,
     Ctx,
-    World,
+    case_tests,
     edited_config,
     generate,
     hf_dir,
     hf_json,
-    in_catalogue,
-    run_case,
     score,
     translate,
 )
@@ -290,12 +287,4 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_input(case: Case, world: World, tmp_path: Path, capsys: pytest.CaptureFixture,
-                   monkeypatch: pytest.MonkeyPatch) -> None:
-    run_case(case, Ctx(world, tmp_path, monkeypatch), capsys)
-
-
-def test_every_case_is_in_the_catalogue() -> None:
-    assert len({c.id for c in CASES}) == len(CASES)
-    assert not in_catalogue(CASES)
+test_bad_input, test_every_case_is_in_the_catalogue = case_tests(CASES)

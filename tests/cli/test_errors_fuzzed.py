@@ -7,10 +7,7 @@ test_serve_properties.py)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-from catalogue import Case, Ctx, World, in_catalogue, run_case, some_input, translate
+from catalogue import Case, case_tests, some_input, translate
 
 LENPEN = "must be in [-10, 10] (0: the raw log-probability; 1: per token; the usual values are 0 to 2)"
 
@@ -30,16 +27,8 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_input(case: Case, world: World, tmp_path: Path, capsys: pytest.CaptureFixture,
-                   monkeypatch: pytest.MonkeyPatch) -> None:
-    run_case(case, Ctx(world, tmp_path, monkeypatch), capsys)
+test_bad_input, test_every_case_is_in_the_catalogue = case_tests(CASES)
 
 
 def test_the_case_ids_are_unique() -> None:
     assert len({c.id for c in CASES}) == len(CASES)
-
-
-def test_every_case_is_in_the_catalogue() -> None:
-    assert len({c.id for c in CASES}) == len(CASES)
-    assert not in_catalogue(CASES)

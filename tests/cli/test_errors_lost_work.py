@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from catalogue import Case, Ctx, World, in_catalogue, run_case
+from catalogue import Case, Ctx, World, case_tests
 
 
 def a_run(c: Ctx, *parts: str) -> None:
@@ -56,15 +56,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_input(case: Case, world: World, tmp_path: Path, capsys: pytest.CaptureFixture,
-                   monkeypatch: pytest.MonkeyPatch) -> None:
-    run_case(case, Ctx(world, tmp_path, monkeypatch), capsys)
+test_bad_input, test_every_case_is_in_the_catalogue = case_tests(CASES)
 
 
-def test_every_case_is_in_the_catalogue() -> None:
-    assert len({c.id for c in CASES}) == len(CASES)
-    assert not in_catalogue(CASES)
 
 
 def test_overwrite_replaces_the_run_and_keeps_the_users_files(world: World, tmp_path: Path,

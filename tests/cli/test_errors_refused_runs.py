@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from catalogue import TINY, Case, Ctx, World, in_catalogue, pairs, recipe_file, run_case, tsv
+from catalogue import TINY, Case, Ctx, World, case_tests, pairs, recipe_file, tsv
 
 from tformer.cli import main
 from tformer.errors import UserError
@@ -149,10 +149,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_input(case: Case, world: World, tmp_path: Path, capsys: pytest.CaptureFixture,
-                   monkeypatch: pytest.MonkeyPatch) -> None:
-    run_case(case, Ctx(world, tmp_path, monkeypatch), capsys)
+test_bad_input, test_every_case_is_in_the_catalogue = case_tests(CASES)
 
 
 def test_the_case_ids_are_unique() -> None:
@@ -192,8 +189,3 @@ def test_a_refused_run_can_be_run_again_once_fixed(world: World, tmp_path: Path,
     assert main(first_step(c)) == 2
     monkeypatch.undo()
     assert main(c.train()) == 0 and (tmp_path / "run" / "last").is_dir()
-
-
-def test_every_case_is_in_the_catalogue() -> None:
-    assert len({c.id for c in CASES}) == len(CASES)
-    assert not in_catalogue(CASES)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from catalogue import Case, Ctx, World, in_catalogue, run_case
+from catalogue import Case, Ctx, World, case_tests
 
 from tformer.cli import build_parser, main
 
@@ -59,10 +59,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_input(case: Case, world: World, tmp_path: Path, capsys: pytest.CaptureFixture,
-                   monkeypatch: pytest.MonkeyPatch) -> None:
-    run_case(case, Ctx(world, tmp_path, monkeypatch), capsys)
+test_bad_input, test_every_case_is_in_the_catalogue = case_tests(CASES)
 
 
 def test_a_directory_that_is_no_run_gets_no_guess(world: World, tmp_path: Path,
@@ -96,8 +93,3 @@ def test_options_and_overrides_come_in_any_order(argv: list[str]) -> None:
 def test_an_unknown_option_among_the_overrides_is_still_refused(capsys: pytest.CaptureFixture) -> None:
     assert main(["train", "demo", "out_dir=runs/x", "--bogus"]) == 2
     assert capsys.readouterr().err == "tformer: error: unrecognized arguments: --bogus\n"
-
-
-def test_every_case_is_in_the_catalogue() -> None:
-    assert len({c.id for c in CASES}) == len(CASES)
-    assert not in_catalogue(CASES)

@@ -5,10 +5,7 @@ the disk as it was (catalogue.run_case)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-from catalogue import TINY, Case, Ctx, World, in_catalogue, run_case
+from catalogue import TINY, Case, Ctx, case_tests
 
 import tformer
 from tformer.tokenization import CharTokenizer, load_tokenizer
@@ -60,12 +57,4 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_input(case: Case, world: World, tmp_path: Path, capsys: pytest.CaptureFixture,
-                   monkeypatch: pytest.MonkeyPatch) -> None:
-    run_case(case, Ctx(world, tmp_path, monkeypatch), capsys)
-
-
-def test_every_case_is_in_the_catalogue() -> None:
-    assert len({c.id for c in CASES}) == len(CASES)
-    assert not in_catalogue(CASES)
+test_bad_input, test_every_case_is_in_the_catalogue = case_tests(CASES)
