@@ -149,6 +149,47 @@ def decoder_steps(decoder: Decoder, memory: Tensor, src_valid: Tensor, *, beam: 
     return steps
 
 
+@dataclass(frozen=True)
+class _Ranking:
+    """A call's settings for ranking hypotheses: their length-normalised scores, and whether a live prefix may
+    still enter a sentence's best `beam`."""
+
+    beam: int
+    lenpen: float
+    lenpen_kind: str
+    stopping: str
+
+    def normalise(self, log_prob: float, length: int) -> float:
+        return log_prob / length_penalty(length, lenpen=self.lenpen, kind=self.lenpen_kind)
+
+    def hypothesis(self, tokens: list[int], log_prob: Tensor, *, eos: bool) -> Hypothesis:
+        total = float(log_prob)
+        return Hypothesis(tokens=tokens, score=self.normalise(total, len(tokens) + eos), log_prob=total, eos=eos)
+
+    def can_improve(self, hyps: list[Hypothesis], best_live: float, length: int, limit: int) -> bool:
+        """Whether a live prefix (`length` tokens, log-prob `best_live`) may still enter the best `beam`.
+        Its log-prob can only fall, so its best final score is at its shortest or longest final length."""
+        if len(hyps) < self.beam:
+            return best_live > float("-inf")
+        if self.stopping == "finished":
+            return False
+        return max(self.normalise(best_live, length + 1), self.normalise(best_live, limit)) > hyps[-1].score
+
+
+def _going_on(ranking: _Ranking, finished: list[list[Hypothesis]], sentence: Tensor, scores: Tensor, rows: Tensor,
+              tokens: Tensor, prefix: Tensor, limits: list[int], step: int) -> Tensor:
+    """(N',) the live sentences that go on after `step`: a sentence at its maximum length finishes its live
+    hypotheses as they are (into `finished`); one goes on while a live prefix may still enter its best."""
+    going = []
+    for i, (s, best_live) in enumerate(zip(sentence.tolist(), scores.max(dim=1).values.tolist(), strict=True)):
+        if limits[s] == step + 1:  # the maximum length: live hypotheses finish as they are
+            for j in scores[i].isfinite().nonzero().flatten().tolist():
+                hyp = ranking.hypothesis(prefix[rows[i, j]].tolist() + [int(tokens[i, j])], scores[i, j], eos=False)
+                _keep_best(finished[s], hyp, ranking.beam)
+        going.append(limits[s] > step + 1 and ranking.can_improve(finished[s], best_live, step + 1, limits[s]))
+    return torch.tensor(going, device=scores.device).nonzero().flatten()
+
+
 @torch.inference_mode()
 def beam_search(model: nn.Module | Decoder, src: Tensor, *, beam: int = 4, lenpen: float = 1.0,
                 lenpen_kind: str = "fairseq", max_len_a: float = 1.2, max_len_b: int = 10, n_best: int = 1,
@@ -163,32 +204,14 @@ def beam_search(model: nn.Module | Decoder, src: Tensor, *, beam: int = 4, lenpe
     `greedy`'s (a forced token's log-probability counts in the hypothesis's; a repetition penalty's changes
     count too, as the scores the search ranks). Captured (the `Decoder`'s choice): the decoder's step (caches'
     reorder included) is replayed as a CUDA graph, the search stays on the host (`beam_steps.FixedSteps`).
-
-    A function should stay near 60 lines; this one is longer on purpose: one step of the search reads top to
-    bottom as the algorithm goes (candidates, finished, live, prune, reorder), and the three closures share the
-    call's settings."""
+    One step of the search reads top to bottom as the algorithm goes: candidates, finished, live, prune,
+    reorder."""
     decoder = decoder_of(model)
     model = decoder.model
     config = model.config
     _check(beam=beam, n_best=n_best, lenpen=lenpen, lenpen_kind=lenpen_kind, stopping=stopping,
            vocab_size=config.vocab_size)
-
-    def normalise(log_prob: float, length: int) -> float:
-        return log_prob / length_penalty(length, lenpen=lenpen, kind=lenpen_kind)
-
-    def hypothesis(tokens: list[int], log_prob: Tensor, *, eos: bool) -> Hypothesis:
-        total = float(log_prob)
-        return Hypothesis(tokens=tokens, score=normalise(total, len(tokens) + eos), log_prob=total, eos=eos)
-
-    def can_improve(hyps: list[Hypothesis], best_live: float, length: int, limit: int) -> bool:
-        """Whether a live prefix (`length` tokens, log-prob `best_live`) may still enter the best `beam`.
-        Its log-prob can only fall, so its best final score is at its shortest or longest final length."""
-        if len(hyps) < beam:
-            return best_live > float("-inf")
-        if stopping == "finished":
-            return False
-        return max(normalise(best_live, length + 1), normalise(best_live, limit)) > hyps[-1].score
-
+    ranking = _Ranking(beam, lenpen, lenpen_kind, stopping)
     with eval_mode(model, rows=src.shape[0] * beam, layout=decoder.layout):
         src_valid, memory, limits, forced = encode_source(model, src, max_len_a=max_len_a, max_len_b=max_len_b,
                                                           prefixes=prefixes)  # (B, S), (B, S, d)
@@ -211,21 +234,13 @@ def beam_search(model: nn.Module | Decoder, src: Tensor, *, beam: int = 4, lenpe
 
             # End-symbol candidates among the best `beam` are finished hypotheses ...
             for i, j in (is_eos[:, :beam] & cand_scores[:, :beam].isfinite()).nonzero().tolist():
-                hyp = hypothesis(prefix[cand_rows[i, j]].tolist(), cand_scores[i, j], eos=True)
+                hyp = ranking.hypothesis(prefix[cand_rows[i, j]].tolist(), cand_scores[i, j], eos=True)
                 _keep_best(finished[int(sentence[i])], hyp, beam)
 
-            # ... and the best `beam` others live on.
+            # ... and the best `beam` others live on, in the sentences that go on.
             pick = _live(cand_scores, is_eos, beam=beam)  # (N, K)
             scores, rows, tokens = (x.gather(1, pick) for x in (cand_scores, cand_rows, cand_tokens))  # (N, K)
-            going = []
-            for i, (s, best_live) in enumerate(zip(sentence.tolist(), scores.max(dim=1).values.tolist(),
-                                                   strict=True)):
-                if limits[s] == step + 1:  # the maximum length: live hypotheses finish as they are
-                    for j in scores[i].isfinite().nonzero().flatten().tolist():
-                        hyp = hypothesis(prefix[rows[i, j]].tolist() + [int(tokens[i, j])], scores[i, j], eos=False)
-                        _keep_best(finished[s], hyp, beam)
-                going.append(limits[s] > step + 1 and can_improve(finished[s], best_live, step + 1, limits[s]))
-            keep = torch.tensor(going, device=device).nonzero().flatten()  # (N',)
+            keep = _going_on(ranking, finished, sentence, scores, rows, tokens, prefix, limits, step)  # (N',)
             if keep.numel() == 0:
                 break
             was = sentence
