@@ -35,7 +35,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmarks.common import write_json
+from benchmarks.common import markdown_table, write_json
 from tformer.config import RNNSeq2SeqConfig
 from tformer.data.lines import normalise_text
 from tformer.errors import UserError
@@ -82,12 +82,13 @@ def checkpoint_of(run: Path) -> Path:
 
 
 def model_label(config: object) -> str:
-    """The family and attention of a translator: "RNN (LSTM)", "RNN + attention (general)", "Transformer"."""
+    """The family and attention of a translator: "RNN (LSTM)", "RNN + attention (general)", "RNN + attention
+    (dot, no input feeding)", "Transformer"."""
     if not isinstance(config, RNNSeq2SeqConfig):
         return "Transformer"
     if config.match == "none":
         return f"RNN ({config.cell.upper()})"
-    return f"RNN + attention ({config.match})"
+    return f"RNN + attention ({config.match}{'' if config.input_feeding else ', no input feeding'})"
 
 
 def attention_of(config: object) -> str:
@@ -174,8 +175,7 @@ def markdown(results: list[dict[str, Any]]) -> str:
     rows = [[r["model"], f"`{r['run']}`", f"{r['params'] / 1e6:.2f}M", str(r["steps"]),
              number(r["tokens_per_s"], ".0f"), number(r["wall_min"]), number(r["bleu"]), number(r["chrf"]),
              *(number(b["bleu"]) for b in r["buckets"])] for r in results]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    lines = [markdown_table(head, "l" * len(head), rows)]
     first = results[0]
     note = (f"\n{first['split']} split, {first['sentences']} sentences, beam {first['decode']['beam']}; sacrebleu "
             f"{first['bleu_signature']}; buckets by source tokens (the model's tokenizer).\n")
