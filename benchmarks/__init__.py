@@ -19,6 +19,9 @@ where the default is the terminal and the run kept under docs/bench/ was written
                        -> docs/bench/complexity/ (results.json, table.md, three log-log plots)
     beam_profile       a trained translator's decoding call: the whole, the encoder alone, the operators of one
                        profiled call -> the terminal (docs/results.md quotes a run)
+    continuous_profile where a continuous batch of generations spends its time in one process, no server: tokens/s,
+                       ms a step, seconds and calls of each method of decoding.continuous.Running -> the
+                       terminal (--out FILE for JSON)
     ct2_parity         CTranslate2 against tformer on one trained translator: the same translations? how fast?
                        -> the terminal (docs/ct2.md quotes a run)
     ct2_quality        BLEU and chrF on all of Acts of ct2_speed's translation rows (both engines, fp32 and int8)
