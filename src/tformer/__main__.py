@@ -45,7 +45,11 @@ def run() -> int:
             from tformer.errors import torch_failed_to_load
 
             torch_failed_to_load(e)
-        return main()  # a Ctrl-C while a command runs is reported there, as this does
+        code = main()  # a Ctrl-C while a command runs is reported there, as this does
+        if handler.fired and code != EXIT_INTERRUPTED:  # a library's bare `except:` swallowed the interrupt
+            print("tformer: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        return code
     except KeyboardInterrupt:  # while the command line was imported or parsed its arguments
         print("tformer: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
