@@ -45,11 +45,7 @@ def run() -> int:
             from tformer.errors import torch_failed_to_load
 
             torch_failed_to_load(e)
-        code = main()  # a Ctrl-C while a command runs is reported there, as this does
-        if handler.fired and code != EXIT_INTERRUPTED:  # a library's bare `except:` swallowed the interrupt
-            print("tformer: interrupted", file=sys.stderr)
-            return EXIT_INTERRUPTED
-        return code
+        return main()  # a Ctrl-C while a command runs is reported there, as this does
     except KeyboardInterrupt:  # while the command line was imported or parsed its arguments
         print("tformer: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
