@@ -42,9 +42,13 @@ def run() -> int:
         try:
             from tformer.cli import main
         except (ImportError, MemoryError, RuntimeError) as e:  # torch under a memory limit too low: one line
+            if handler.fired:  # the interrupt came first, and a later import failed on what it left half done
+                raise KeyboardInterrupt from None
             from tformer.errors import torch_failed_to_load
 
             torch_failed_to_load(e)
+        if handler.fired:  # torch's extension imports numpy and drops its errors, a KeyboardInterrupt included
+            raise KeyboardInterrupt
         return main()  # a Ctrl-C while a command runs is reported there, as this does
     except KeyboardInterrupt:  # while the command line was imported or parsed its arguments
         print("tformer: interrupted", file=sys.stderr)
