@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -28,9 +27,10 @@ from typing import Any
 
 import torch
 
-from benchmarks.common import markdown_table, write_json
+from benchmarks.common import apply_quick, markdown_table, write_json
 from benchmarks.serve_load import WORDS, random_gpt
 
+QUICK = {"requests": 6, "new_tokens": "2,8"}
 METHODS = ("admit", "step", "_join", "_leave", "_trim", "_shift", "_reserve", "_draw")
 
 
@@ -45,9 +45,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     p.add_argument("--quick", action="store_true", help="a tiny random GPT, 6 short requests of at most 8 tokens")
     args = p.parse_args(argv)
-    low, high = (int(x) for x in args.new_tokens.split(","))
-    args.new_range = (low, high) if not args.quick else (2, 8)
-    args.requests = 6 if args.quick else args.requests
+    if args.quick:
+        apply_quick(p, args, QUICK)
+    args.new_range = tuple(int(x) for x in args.new_tokens.split(","))
     args.words = (1, 2) if args.quick else (4, 20)  # the tiny GPT reads characters, 64 at most
     return args
 
@@ -66,9 +66,13 @@ def timing(cls: type, spent: Counter[str], calls: Counter[str]) -> Callable[[], 
                 calls[name] += 1
         return call
 
+    def undo() -> None:
+        for name, method in originals.items():
+            setattr(cls, name, method)
+
     for name, method in originals.items():
         setattr(cls, name, timed(name, method))
-    return lambda: [setattr(cls, name, method) for name, method in originals.items()]
+    return undo
 
 
 def profile(checkpoint: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -131,4 +135,3 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 if __name__ == "__main__":
     main()
-    sys.exit(0)

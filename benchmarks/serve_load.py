@@ -206,11 +206,11 @@ class Server:
 
 def load_servers(checkpoint: Path, servers: list[tuple[str, list[str], list[int]]], *,
                  warm_up: Callable[[str], object], measure_one: Callable[[str, int], dict[str, Any]],
-                 head: list[str], cells: Callable[[dict[str, Any]], list[object]]) -> list[dict[str, Any]]:
+                 head: list[str], align: str, cells: Callable[[dict[str, Any]], list[object]]) -> list[dict[str, Any]]:
     """Each server (name, its options, the numbers of clients to load it with) started in turn, warmed up by
     `warm_up(url)`, then loaded by each number of clients, `measure_one(url, clients)` giving the row, printed
     as it comes (a table's rows under `head`, `cells` of each). Returns the rows, each with its server's name."""
-    print(table_head(head, "l" * len(head)), flush=True)
+    print(table_head(head, align), flush=True)
     rows = []
     for name, options, counts in servers:
         with Server(checkpoint, options) as url:
@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                    ("one at a time", [*common, str(k), "--batch-wait-ms", "0"], [max(args.client_counts)])]
         rows = load_servers(checkpoint, servers, warm_up=lambda url: load(url, bodies[:2], 1),
                             measure_one=lambda url, clients: measure(url, bodies, expected, clients, k),
-                            head=TRANSLATION_HEAD, cells=translation_cells)
+                            head=TRANSLATION_HEAD, align=ALIGN, cells=translation_cells)
     most = max(args.client_counts)
     batched = next(r for r in rows if r["server"] == "micro-batching" and r["clients"] == most)
     single = next(r for r in rows if r["server"] == "one at a time")
@@ -342,6 +342,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return report(result, translation_table(result), args.out)
 
 
+ALIGN = "lrrrrrrr"  # both tables: the server, then numbers
 TRANSLATION_HEAD = ["server", "clients", "requests/s", "sentences/s", "p50 latency", "p99 latency", "mean batch",
                     "right answers"]
 
@@ -353,7 +354,7 @@ def translation_cells(r: dict[str, Any]) -> list[object]:
 
 def translation_table(result: dict[str, Any]) -> str:
     most = max(r["clients"] for r in result["results"])
-    return (markdown_table(TRANSLATION_HEAD, "lrrrrrrr", map(translation_cells, result["results"]))
+    return (markdown_table(TRANSLATION_HEAD, ALIGN, map(translation_cells, result["results"]))
             + f"\n\nmicro-batching / one at a time, at {most} clients: {result['ratio']:.2f}x requests/s")
 
 # --- generation: continuous batching against micro-batching ---------------------------------------------
@@ -482,7 +483,7 @@ def main_generate(args: argparse.Namespace) -> dict[str, Any]:
         rows = load_servers(checkpoint, servers,
                             warm_up=lambda url: generation_load(url, bodies[:2], 1, 0.0, args.seed),
                             measure_one=lambda url, clients: generation_measure(url, bodies, expected, clients, args),
-                            head=GENERATION_HEAD, cells=generation_cells)
+                            head=GENERATION_HEAD, align=ALIGN, cells=generation_cells)
     most = max(args.client_counts)
     at_most = {r["server"]: r for r in rows if r["clients"] == most}
     ratio = (at_most["continuous"]["tokens_per_s"] / at_most["micro"]["tokens_per_s"]
@@ -508,7 +509,7 @@ def generation_cells(r: dict[str, Any]) -> list[object]:
 
 
 def generation_table(result: dict[str, Any]) -> str:
-    table = markdown_table(GENERATION_HEAD, "lrrrrrrr", map(generation_cells, result["results"]))
+    table = markdown_table(GENERATION_HEAD, ALIGN, map(generation_cells, result["results"]))
     if result["ratio"] is None:
         return table
     most = max(r["clients"] for r in result["results"])

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Awaitable, Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
@@ -41,7 +42,7 @@ class Job:
     work: Any  # what the runner is given
 
 
-class Worker:
+class Worker(ABC):
     """What both batchers share (this one and the continuous scheduler, `scheduler.py`): a queue of jobs the
     event loop fills with `submit`, each with the future its answer goes to, and one task, `_work`, that
     drains it from `start` until `stop`."""
@@ -66,8 +67,9 @@ class Worker:
         self._queue.put_nowait((job, future))
         return future
 
+    @abstractmethod
     async def _work(self) -> None:
-        raise NotImplementedError
+        """Drain the queue until cancelled."""
 
 
 class MicroBatcher(Worker):
