@@ -35,7 +35,7 @@ def test_the_readme_results_are_one_table_linking_to_results_md() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     results = readme.split("## Results", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in results.splitlines() if line.startswith("| ") and not line.startswith("|---")]
-    assert len(rows) == 4  # the header and three rows: the CPU demo, CTranslate2, one GPU
+    assert len(rows) == 5  # the header and four rows: the CPU demo, the notes' argument, CTranslate2, one GPU
     assert all("docs/results.md#" in row for row in rows[1:])
 
 
