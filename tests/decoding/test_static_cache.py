@@ -91,6 +91,16 @@ def test_fixed_greedy_equals_dynamic_with_left_padding_and_stop_tokens(name: str
     assert fixed == dynamic and min(map(len, dynamic)) < 12 and max(map(len, dynamic)) == 12
 
 
+def test_the_compiled_fixed_step_on_the_cpu_generates_the_dynamic_tokens() -> None:
+    """The fixed-shape step through torch.compile (`StepGraph(compile=True)`) on a CPU: one row, as batch-1
+    generation runs it, and a left-padded batch with stops."""
+    model = tiny_gpt()
+    decoder = Decoder(model, capture=True, compile=True)
+    for prompts, stops in ((PROMPTS[:1], ()), (PROMPTS, (7, 11))):
+        kw = dict(max_new_tokens=12, temperature=0.0, stop_tokens=stops)
+        assert generate(decoder, prompts, **kw) == generate(Decoder(model, capture=False), prompts, **kw)
+
+
 def test_fixed_sampling_draws_the_dynamic_tokens_from_the_same_seed() -> None:
     model = tiny_gpt()
     for kw in (dict(temperature=1.0), dict(temperature=0.7, top_k=5, top_p=0.9)):

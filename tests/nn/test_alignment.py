@@ -62,3 +62,19 @@ def test_recording_appends_each_step_along_the_queries() -> None:
         alignment(z[:, t : t + 1], h, h, valid)
     assert alignment.weights.shape == (B, 1, T, S)
     assert torch.allclose(alignment.weights[:, 0], whole)
+
+
+@pytest.mark.parametrize("kind", MATCHES)
+def test_beams_sharing_a_source_read_it_as_if_each_had_its_own(kind: str) -> None:
+    torch.manual_seed(0)
+    alignment = Alignment(match=MATCHES[kind](), d_model=D)
+    beams = 3
+    z, h = torch.randn(B * beams, T, D), torch.randn(B, S, D)  # rows 0-2 read source 0, rows 3-5 source 1
+    valid = torch.tensor([[True] * S, [True, True, True, False, False]])
+    shared = alignment(z, alignment.keys(h), h, valid)
+    h_each, valid_each = h.repeat_interleave(beams, 0), valid.repeat_interleave(beams, 0)
+    each = alignment(z, alignment.keys(h_each), h_each, valid_each)
+    for got, expected in zip(shared, each, strict=True):
+        assert got.shape == expected.shape and torch.allclose(got, expected, atol=1e-6)
+    with pytest.raises(ValueError, match="6 rows of decoder states cannot share keys of 4 rows"):
+        alignment(z, alignment.keys(h_each[:4]), h_each[:4], valid_each[:4])

@@ -7,7 +7,7 @@ from torch import nn
 
 from tformer.nn.attention import Attention
 from tformer.nn.kernels import ExactAttention
-from tformer.nn.kv_cache import KVCache
+from tformer.nn.kv_cache import KVCache, StaticKV
 from tformer.nn.masks import attention_mask, causal_mask
 
 D, H = 32, 4
@@ -122,6 +122,27 @@ def test_cache_matches_full_causal_pass() -> None:
     steps = [attn(x[:, :3], causal=True, cache=cache)]  # prefill 3, then one at a time
     steps += [attn(x[:, t : t + 1], causal=True, cache=cache) for t in range(3, 6)]
     assert (torch.cat(steps, dim=1) - full).abs().max() <= 1e-5
+
+
+def test_beams_sharing_a_source_attend_as_if_each_had_its_own() -> None:
+    torch.manual_seed(0)
+    attn = make("sdpa")
+    beams = 3
+    x, memory = torch.randn(2 * beams, 1, D), torch.randn(2, 9, D)  # rows 0-2 read source 0, rows 3-5 source 1
+    valid = torch.ones(2, 9, dtype=torch.bool)
+    valid[1, 4:] = False
+    each = attn(x, memory.repeat_interleave(beams, 0), mask=valid.repeat_interleave(beams, 0)[:, None, None, :])
+    shared = attn(x, memory, mask=valid[:, None, None, :])  # each source's keys once, for its 3 beams
+    assert shared.shape == each.shape and (shared - each).abs().max() <= 1e-6
+    kv = StaticKV()
+    attn(x, memory, mask=valid[:, None, None, :], cache=kv)  # the first step keeps the keys of 2 sources
+    assert kv.k.shape[0] == 2
+    attn.record_weights = True
+    later = attn(x, memory, mask=valid[:, None, None, :], cache=kv)
+    assert (later - each).abs().max() <= 1e-6 and attn.weights.shape == (2 * beams, H, 1, 9)
+    assert attn.weights[3:, :, 0, 4:].abs().max() == 0  # the second source's padding, for each of its beams
+    with pytest.raises(ValueError, match="6 rows of queries cannot share keys of 4 rows"):
+        attn(x, memory.repeat(2, 1, 1))
 
 
 def test_mask_of_wrong_shape_is_rejected() -> None:

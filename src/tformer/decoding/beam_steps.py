@@ -18,14 +18,17 @@ from torch import Tensor, nn
 
 from tformer.decoding.captured import DecodeGraphs
 from tformer.decoding.static import first_step, fixed_caches
-from tformer.decoding.steps import last_log_probs, next_log_probs, reorder_rows
+from tformer.decoding.steps import last_log_probs, next_log_probs, reorder_rows, reorder_sources
 
 
 class EagerSteps:
-    """The dynamic steps: caches, memory and source mask shrink and move with the live rows."""
+    """The dynamic steps: caches and rows shrink and move with the live rows. With caches, the source's side
+    (memory, its mask, the cross-attention keys and values) is kept once per live sentence, and the decoder
+    reads it for all the sentence's beams at once (`nn.attention.Attention`, `nn.alignment.Alignment`): it
+    moves only when a sentence ends. Without caches (every step re-runs the whole prefix), once per row."""
 
     def __init__(self, model: nn.Module, memory: Tensor, src_valid: Tensor, *, slots: int, use_cache: bool) -> None:
-        self.model, self.memory, self.src_valid = model, memory, src_valid
+        self.model, self.memory, self.src_valid = model, memory, src_valid  # (N or N * k, S, d), (N or N * k, S)
         self.caches = model.new_caches(memory.shape[0], slots) if use_cache else None
 
     def log_probs(self, prefix: Tensor, sentence: Tensor, k: int) -> Tensor:
@@ -37,12 +40,13 @@ class EagerSteps:
         """New live rows: row i continues old live row index[i] (N' * K,) with tokens[i]; returns their
         prefixes (N' * K, t + 1). `was` (N,) and `k`: the live sentences and their rows each before the move;
         `now` (N',) the live sentences after it."""
-        if was.numel() == now.numel() and k * now.numel() == index.numel():  # none ended, none expanded:
-            # every row stays with its sentence: memory, mask and cross-attention caches as they are
-            (prefix,) = reorder_rows(index, self.caches, prefix, same_sources=True)
-        else:
-            prefix, self.memory, self.src_valid = reorder_rows(index, self.caches, prefix, self.memory,
-                                                               self.src_valid)
+        if self.caches is None:
+            prefix, self.memory, self.src_valid = reorder_rows(index, None, prefix, self.memory, self.src_valid)
+            return torch.cat([prefix, tokens[:, None]], dim=1)
+        (prefix,) = reorder_rows(index, self.caches, prefix, same_sources=True)  # the rows' own caches move
+        if now.numel() != was.numel():  # sentences ended: their sources leave
+            sources = index.view(now.numel(), -1)[:, 0] // k  # (N',) each live sentence's place before the move
+            self.memory, self.src_valid = reorder_sources(sources, self.caches, self.memory, self.src_valid)
         return torch.cat([prefix, tokens[:, None]], dim=1)
 
 

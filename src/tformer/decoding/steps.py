@@ -8,6 +8,7 @@ and scoring.
     last_log_probs(logits, ...)            its last part: logits -> log-probabilities, pad never proposed
     next_logits(model, ids, valid, ...)    GPT generation's step: logits of the token after each prompt
     reorder_rows(index, caches, ...)       keep / repeat / permute rows, caches included
+    reorder_sources(index, caches, ...)    keep / permute the sources beams share
 
 Incremental decoding: with caches, each step feeds only the newest token (at position `offset` = step) and
 the decoder's self-attention keys/values for earlier positions come from a preallocated `KVCache`; the
@@ -128,8 +129,18 @@ def next_logits(model: nn.Module, ids: Tensor, valid: Tensor | None, *,
 def reorder_rows(index: Tensor, caches: list[LayerCache] | None, *rows: Tensor,
                  same_sources: bool = False) -> list[Tensor]:
     """Keep / repeat / permute decoding rows: caches in place, tensors (N, ...) returned (len(index), ...).
-    `same_sources`: every new row reads the same source as the old row in its place (beams permuted within
-    their sentence), so the cross-attention caches stay as they are and only the self-attention ones move."""
+    `same_sources`: the cross-attention caches stay as they are and only the self-attention ones move (every
+    new row reads the same source as the old row in its place, beams permuted within their sentence; or the
+    sources are kept once per sentence, moved by `reorder_sources`)."""
     for cache in caches or []:
         cache.reorder(index, cross=not same_sources)
     return [r.index_select(0, index) for r in rows]
+
+
+def reorder_sources(index: Tensor, caches: list[LayerCache], *sources: Tensor) -> list[Tensor]:
+    """Keep / permute the sources that beams share (`beam_steps.EagerSteps`): each layer's cross-attention
+    keys and values, and the tensors (N, ...) given (memory, its mask), returned (len(index), ...)."""
+    for cache in caches:
+        if cache.cross_kv is not None:
+            cache.cross_kv.reorder(index)
+    return [s.index_select(0, index) for s in sources]

@@ -92,13 +92,21 @@ class Alignment(nn.Module):
 
     def forward(self, z: Tensor, keys: Tensor, values: Tensor, valid: Tensor) -> tuple[Tensor, Tensor]:
         """z (B, T, d) decoder states; keys (B, S, d) from `keys`; values (B, S, d) the encoder states;
-        valid (B, S) True at real source tokens. Returns the context c (B, T, d) and alpha (B, T, S)."""
-        scores = self.match(z, keys).masked_fill(~valid[:, None, :], float("-inf"))  # (B, T, S)
-        alpha = torch.softmax(scores.float(), dim=-1).to(values.dtype)  # (B, T, S)
+        valid (B, S) True at real source tokens. Returns the context c (B, T, d) and alpha (B, T, S). Keys,
+        values and valid may have B / g rows, each read by g consecutive rows of z (beam search's beams): each
+        source's rows then attend as one row's g * T steps."""
+        b, t, d = z.shape
+        rows = keys.shape[0]
+        if rows == 0 or b % rows:
+            raise ValueError(f"{b} rows of decoder states cannot share keys of {rows} rows; give as many, or a divisor")
+        z = z.reshape(rows, -1, d)  # (B / g, g * T, d)
+        scores = self.match(z, keys).masked_fill(~valid[:, None, :], float("-inf"))  # (B / g, g * T, S)
+        alpha = torch.softmax(scores.float(), dim=-1).to(values.dtype)
+        context, alpha = (alpha @ values).reshape(b, t, d), alpha.reshape(b, t, -1)  # (B, T, d), (B, T, S)
         if self.record_weights:
             step = alpha.detach()[:, None]  # (B, 1, T, S)
             self.weights = step if self.weights is None else torch.cat([self.weights, step], dim=2)
-        return alpha @ values, alpha  # (B, T, d), (B, T, S)
+        return context, alpha
 
 
 __all__ = ["AdditiveMatch", "Alignment", "CosineMatch", "DotMatch", "GeneralMatch"]

@@ -58,6 +58,18 @@ class Attention(nn.Module):
     def _heads(self, x: Tensor, n: int) -> Tensor:  # (B, T, n*D) -> (B, n, T, D)
         return x.view(x.shape[0], x.shape[1], n, self.head_dim).transpose(1, 2)
 
+    @staticmethod
+    def _by_source(q: Tensor, rows: int) -> Tensor:
+        """Queries (B, H, T, D) against keys of `rows` rows: as they are when B == rows; when B is a multiple
+        (beam search's cross-attention, each source's keys kept once for its consecutive B / rows beams), each
+        source's rows as one row's queries, (rows, H, B / rows * T, D): one product per source, not per beam."""
+        b = q.shape[0]
+        if b == rows:
+            return q
+        if rows == 0 or b % rows:
+            raise ValueError(f"{b} rows of queries cannot share keys of {rows} rows; give as many, or a divisor")
+        return q.unflatten(0, (rows, b // rows)).transpose(1, 2).flatten(2, 3)
+
     def new_cache(self, *, batch: int, max_len: int, dtype: torch.dtype = torch.float32,
                   device: torch.device | str | None = None) -> MixerState:
         """The kernel's decoding state for this layer's self-attention (a KVCache unless the kind keeps less)."""
@@ -104,8 +116,10 @@ class Attention(nn.Module):
         positions: Tensor | None = None,
         cache: MixerState | StaticKV | None = None,
     ) -> Tensor:
-        """x (B, T, d) queries; context (B, S, d) keys/values for cross-attention (None: self);
-        mask bool (B|1, 1|H, T|1, S) True = attend, combined with `causal` (queries = the last T keys);
+        """x (B, T, d) queries; context (B, S, d) keys/values for cross-attention (None: self), or (B / g, S, d)
+        with each of its rows read by g consecutive rows of x (beam search's beams; the StaticKV of `cache`
+        likewise, and the mask then (B / g, 1, 1, S)); mask bool (B|1, 1|H, T|1, S) True = attend, combined
+        with `causal` (queries = the last T keys);
         positions (B|1, T) for RoPE; cache: the kernel's state, grown here (self) or a StaticKV filled once
         (cross). Returns (B, T, d)."""
         b, t, _ = x.shape
@@ -121,18 +135,19 @@ class Attention(nn.Module):
             q, k, v = self._queries_keys_values(x, context, positions, stacked=stacked)
             if isinstance(cache, StaticKV):  # cross-attention's first step: keys and values kept for the rest
                 cache.k, cache.v, cache = k, v, None
+        q = self._by_source(q, k.shape[0])  # (B_kv, H, B / B_kv * T, D)
         s = k.shape[2] + (cache.length if cache is not None else 0)
         bias = None
         if self.alibi is not None:
             idx = torch.arange(s, device=x.device)
             bias = self.alibi(idx[s - t :], idx)  # (1, H, T, S); queries are the last T positions
         if mask is not None:
-            check_mask(mask, b, t, s)
+            check_mask(mask, q.shape[0], q.shape[2], s)
         out, weights = kernel(
             q, k, v, mask=mask, causal=causal, scale=self.head_dim**-0.5, bias=bias,
             dropout=self.dropout if self.training else 0.0, cache=cache,
         )  # (B, H, T, D)
         if self.record_weights:
-            self.weights = weights.detach()
-        out = out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim)  # (B, T, H*D)
+            self.weights = weights.detach().unflatten(2, (-1, t)).transpose(1, 2).flatten(0, 1)  # (B, H, T, S)
+        out = out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim)  # (B, T, H*D), rows in order
         return self.out_proj(out)
