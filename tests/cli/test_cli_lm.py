@@ -31,6 +31,17 @@ def test_generate_streams_reproducible_text(checkpoint, capsys) -> None:  # noqa
     assert first.startswith("And the") and len(first.rstrip("\n")) == len("And the") + 20
 
 
+def test_generate_compile_writes_the_text_of_the_dynamic_steps(checkpoint, capsys) -> None:  # noqa: ANN001
+    """--compile: the fixed-shape step through torch.compile, greedy and seeded sampling alike."""
+    for settings in (["--temperature", "0"], ["--temperature", "0.9", "--top-k", "5", "--seed", "3"]):
+        args = ["generate", "--checkpoint", str(checkpoint), "--prompt", "And the", "--prompt", "In",
+                "--max-new-tokens", "12", "--no-stop", *settings]
+        assert main(args) == 0
+        dynamic = capsys.readouterr().out
+        assert main([*args, "--compile"]) == 0
+        assert capsys.readouterr().out == dynamic and dynamic.count("\n") >= 2
+
+
 def test_score_prints_likelihood_and_bits(checkpoint, tmp_path, capsys) -> None:  # noqa: ANN001
     file = tmp_path / "text.txt"
     file.write_text("\n".join(TEXT) + "\n", encoding="utf-8")
