@@ -40,13 +40,13 @@ class EagerSteps:
         """New live rows: row i continues old live row index[i] (N' * K,) with tokens[i]; returns their
         prefixes (N' * K, t + 1). `was` (N,) and `k`: the live sentences and their rows each before the move;
         `now` (N',) the live sentences after it."""
-        if self.caches is None:
+        if self.caches is None:  # the sources are re-read at every step, one per row
             prefix, self.memory, self.src_valid = reorder_rows(index, None, prefix, self.memory, self.src_valid)
-            return torch.cat([prefix, tokens[:, None]], dim=1)
-        (prefix,) = reorder_rows(index, self.caches, prefix, same_sources=True)  # the rows' own caches move
-        if now.numel() != was.numel():  # sentences ended: their sources leave
-            sources = index.view(now.numel(), -1)[:, 0] // k  # (N',) each live sentence's place before the move
-            self.memory, self.src_valid = reorder_sources(sources, self.caches, self.memory, self.src_valid)
+        else:
+            (prefix,) = reorder_rows(index, self.caches, prefix, same_sources=True)  # the rows' own caches move
+            if now.numel() != was.numel():  # sentences ended: their sources leave
+                sources = index.view(now.numel(), -1)[:, 0] // k  # (N',) each live sentence's place before
+                self.memory, self.src_valid = reorder_sources(sources, self.caches, self.memory, self.src_valid)
         return torch.cat([prefix, tokens[:, None]], dim=1)
 
 

@@ -23,6 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from tformer.nn.kv_cache import readers_per_source
+
 
 class DotMatch(nn.Module):
     def keys(self, h: Tensor) -> Tensor:  # (B, S, d) -> (B, S, d)
@@ -97,8 +99,7 @@ class Alignment(nn.Module):
         source's rows then attend as one row's g * T steps."""
         b, t, d = z.shape
         rows = keys.shape[0]
-        if rows == 0 or b % rows:
-            raise ValueError(f"{b} rows of decoder states cannot share keys of {rows} rows; give as many, or a divisor")
+        readers_per_source(b, rows, what="decoder states")
         z = z.reshape(rows, -1, d)  # (B / g, g * T, d)
         scores = self.match(z, keys).masked_fill(~valid[:, None, :], float("-inf"))  # (B / g, g * T, S)
         alpha = torch.softmax(scores.float(), dim=-1).to(values.dtype)

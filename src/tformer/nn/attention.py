@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from tformer.errors import UserError
 from tformer.nn.kernels.base import Kernel
 from tformer.nn.kernels.exact import ExactAttention
-from tformer.nn.kv_cache import MixerState, StaticKV
+from tformer.nn.kv_cache import MixerState, StaticKV, readers_per_source
 from tformer.nn.masks import check_mask
 
 _REFERENCE = ExactAttention(fused=False)  # for recorded weights; not a submodule
@@ -63,12 +63,8 @@ class Attention(nn.Module):
         """Queries (B, H, T, D) against keys of `rows` rows: as they are when B == rows; when B is a multiple
         (beam search's cross-attention, each source's keys kept once for its consecutive B / rows beams), each
         source's rows as one row's queries, (rows, H, B / rows * T, D): one product per source, not per beam."""
-        b = q.shape[0]
-        if b == rows:
-            return q
-        if rows == 0 or b % rows:
-            raise ValueError(f"{b} rows of queries cannot share keys of {rows} rows; give as many, or a divisor")
-        return q.unflatten(0, (rows, b // rows)).transpose(1, 2).flatten(2, 3)
+        g = readers_per_source(q.shape[0], rows, what="queries")
+        return q if g == 1 else q.unflatten(0, (rows, g)).transpose(1, 2).flatten(2, 3)
 
     def new_cache(self, *, batch: int, max_len: int, dtype: torch.dtype = torch.float32,
                   device: torch.device | str | None = None) -> MixerState:

@@ -117,6 +117,15 @@ class FixedKVCache:
         self.v.copy_(self.v.index_select(0, index))
 
 
+def readers_per_source(readers: int, sources: int, *, what: str) -> int:
+    """How many consecutive rows (`what`, `readers` of them) read each of `sources` rows of cross-attention
+    keys: 1 when as many, g when beam search keeps each source once for its g beams; a ValueError unless
+    `sources` divides `readers`."""
+    if sources == 0 or readers % sources:
+        raise ValueError(f"{readers} rows of {what} cannot share keys of {sources} rows; give as many, or a divisor")
+    return readers // sources
+
+
 class StaticKV:
     def __init__(self) -> None:
         self.k: Tensor | None = None
