@@ -6,8 +6,9 @@ checkpoint, `make demo`'s runs/demo/best) and a GPT of GPT-2's shape trained on 
     gpt(path, minutes)          `path` if it holds a checkpoint; else the gpt-bible recipe at GPT-2's shape
                                 (6 layers, d 512, 8 heads, d_ff 2048, byte-level BPE of 8,192, context 512)
                                 trained for `minutes` into runs/bench/gpt
-    draft(path, minutes)        its draft for speculative decoding: the gpt-bible-draft recipe with the same
-                                data, tokenizer and context, 2 layers of width 256, into runs/bench/gpt-draft
+    draft(path, minutes, teacher)  its draft for speculative decoding: the gpt-bible-draft recipe distilled
+                                from `teacher` (the GPT above: its tokenizer, data and context), 2 layers of
+                                width 256, into runs/bench/gpt-draft-distilled
 
 Speed depends on a model's shape, not its training; a trained model makes the work real: sentences end
 where a translator ends them, and the outputs of two engines can be compared. `quick=True` trains tiny
@@ -56,9 +57,11 @@ def gpt(path: Path | None, *, minutes: float, root: Path, quick: bool = False) -
     return _trained(path, "gpt-bible", overrides, root / ("gpt-quick" if quick else "gpt"))
 
 
-def draft(path: Path | None, *, minutes: float, root: Path, quick: bool = False) -> Path:
+def draft(path: Path | None, *, minutes: float, root: Path, teacher: Path, quick: bool = False) -> Path:
     overrides = QUICK_DRAFT if quick else [*DRAFT_SHAPE, f"train.time_budget_min={minutes}"]
-    return _trained(path, "gpt-bible-draft", overrides, root / ("gpt-draft-quick" if quick else "gpt-draft"))
+    overrides = [*overrides, f"distill.teacher={teacher}"]
+    return _trained(path, "gpt-bible-draft", overrides,
+                    root / ("gpt-draft-quick" if quick else "gpt-draft-distilled"))
 
 
 __all__ = ["DRAFT_SHAPE", "GPT2_SHAPE", "draft", "gpt", "translator"]

@@ -6,12 +6,13 @@ round, greedy, batch 1.
         [--device cpu] [--out FILE] [--quick]
 
 The models (`benchmarks.bench_models`): the GPT of GPT-2's shape trained on the Bible (--gpt, default
-runs/bench/gpt/best) and its draft, the gpt-bible-draft recipe with the same tokenizer, data and context, 2
-layers of width 256 (--draft, default runs/bench/gpt-draft/best); one that is missing is trained first, for
---train-minutes. The work: --prompts prompts of --prompt-tokens tokens, consecutive pieces of Acts (the
-test split) after the start token (or --prompt TEXT, repeated), each continued greedily by --new-tokens
-tokens, no stop token, one after another (batch 1: `inference.load` + `decoding.generate_greedy` with the
-loaded model's layout for the target alone, `decoding.speculative_generate` with the draft for each K).
+runs/bench/gpt/best) and its draft, the gpt-bible-draft recipe distilled from it (its tokenizer, data and
+context; 2 layers of width 256; --draft, default runs/bench/gpt-draft-distilled/best); one that is missing is
+trained first, for --train-minutes each. The work: --prompts prompts of --prompt-tokens tokens, consecutive
+pieces of Acts (the test split) after the start token (or --prompt TEXT, repeated), each continued greedily
+by --new-tokens tokens, no stop token, one after another (batch 1: `inference.load` +
+`decoding.generate_greedy` with the loaded model's layout for the target alone,
+`decoding.speculative_generate` with the draft for each K).
 
 Every contender runs in a process of its own, which loads its models, makes one warm-up call over all the
 prompts and times one, watched for other processes (`benchmarks.quiet`); the processes alternate over --reps
@@ -173,7 +174,7 @@ def main(argv: list[str] | None = None) -> dict:
         return {}
     quick = args.quick_models
     gpt = bench_models.gpt(args.gpt, minutes=args.train_minutes, root=args.models_dir, quick=quick)
-    draft = bench_models.draft(args.draft, minutes=args.train_minutes, root=args.models_dir, quick=quick)
+    draft = bench_models.draft(args.draft, minutes=args.train_minutes, root=args.models_dir, teacher=gpt, quick=quick)
     argv = [f"--prompts={args.prompts}", f"--prompt-tokens={args.prompt_tokens}", f"--new-tokens={args.new_tokens}",
             f"--threads={threads}", f"--device={args.device}", f"--quiet-threshold={args.quiet_threshold}",
             *[f"--prompt={p}" for p in args.prompt or []]]

@@ -95,11 +95,12 @@ def test_the_library_continues_with_a_draft(pair: tuple[Path, Path], one_thread:
                                                        max_new_tokens=2))
 
 
-def test_the_draft_recipe_shares_gpt_bibles_data_and_context() -> None:
+def test_the_draft_recipe_is_distilled_from_gpt_bible_with_its_data_and_context() -> None:
     from tformer.tasks import load_recipe
 
     target, draft = load_recipe("gpt-bible"), load_recipe("gpt-bible-draft")
-    assert draft.data == target.data  # the same tokenizer, trained from the same text
+    assert draft.distill.teacher == f"{target.out_dir}/best" and draft.train.best_metric == "agreement"
+    assert draft.data == target.data  # the same text; the tokenizer is the teacher's
     assert draft.model.overrides["max_len"] == target.model.overrides["max_len"]
     assert draft.model.overrides["n_layers"] < target.model.overrides["n_layers"]
     assert draft.model.overrides["d_model"] < target.model.overrides["d_model"]

@@ -14,7 +14,7 @@ from tformer.tasks import TASKS, load_recipe
 from tformer.tasks import lm as lm_task
 from tformer.tasks.base import ModelSpec
 from tformer.tasks.lm import LMDataConfig, LMRecipe, LMTask, SampleSection, model_config, train_lm
-from tformer.tokenization import CharTokenizer
+from tformer.tokenization import CharTokenizer, load_tokenizer
 from tformer.training.config import TrainConfig
 from tformer.training.optim import OptimConfig
 from tformer.training.schedules import ScheduleConfig
@@ -152,3 +152,33 @@ def test_gpt_bible_config_loads_and_runs_two_steps(tmp_path) -> None:  # noqa: A
     assert isinstance(recipe, LMRecipe) and recipe.train.time_budget_min == 15
     state = train_lm(recipe, progress=False)
     assert state["step"] == 2 and math.isfinite(state["metrics"]["bits_per_char"])
+
+
+def test_distillation_takes_the_teachers_tokenizer_and_learns_its_choices(tmp_path) -> None:  # noqa: ANN001
+    """A smaller GPT distilled from a trained one: it trains with the teacher's tokenizer, reports its
+    agreement with the teacher, keeps the best by it, and agrees far more after training than before."""
+    train_lm(recipe_for(tmp_path / "t", max_steps=60), progress=False)
+    teacher = tmp_path / "t" / "run" / "best"
+    student = recipe_for(tmp_path / "s", max_steps=60)
+    student.model = ModelSpec(preset="gpt-tiny", overrides={"d_model": 16, "d_ff": 32, "n_heads": 2, "n_layers": 1})
+    student.distill = lm_task.DistillConfig(teacher=str(teacher))
+    student.train.best_metric = "agreement"
+    model, tok = lm_task.load_teacher(student.distill, block_size=32)
+    torch.manual_seed(student.train.seed)
+    fresh = build_model(model_config(student, tok))
+    before = LMTask(student, tok, teacher=model).evaluate(fresh)["agreement"]
+    state = train_lm(student, progress=False)
+    after = state["metrics"]["agreement"]
+    print(f"agreement with the teacher {before:.3f} -> {after:.3f}")
+    assert after > before + 0.3 and after > 0.6
+    saved = load_tokenizer(tmp_path / "s" / "run" / "best")
+    assert saved.vocab_size == tok.vocab_size and saved.encode("the cat sat.") == tok.encode("the cat sat.")
+
+
+def test_distillation_settings_are_checked(tmp_path) -> None:  # noqa: ANN001
+    with pytest.raises(ValueError, match=r"distill.weight=1.5 must be in \[0, 1\]"):
+        lm_task.DistillConfig(teacher="t", weight=1.5)
+    with pytest.raises(ValueError, match="distill.temperature=0 must be > 0"):
+        lm_task.DistillConfig(teacher="t", temperature=0)
+    with pytest.raises(ValueError, match="train.best_metric=agreement needs a teacher"):
+        LMRecipe(train=TrainConfig(best_metric="agreement"))

@@ -1,4 +1,5 @@
-"""Label-smoothed cross entropy: against a hand computation and against torch's cross_entropy."""
+"""Label-smoothed cross entropy: against a hand computation and against torch's cross_entropy; the distillation
+loss against its formula."""
 
 import math
 
@@ -6,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tformer.training.losses import label_smoothed_nll, nll_sum, token_losses
+from tformer.training.losses import distillation_loss, label_smoothed_nll, nll_sum, token_losses
 
 PAD = 0
 
@@ -85,3 +86,31 @@ def test_bad_smoothing():
     with pytest.raises(ValueError, match="smoothing=1.0"):
         label_smoothed_nll(torch.zeros(1, 1, 3), torch.zeros(1, 1, dtype=torch.long), smoothing=1.0,
                            ignore_index=-100)
+
+
+def test_distillation_loss_is_the_formula():
+    """w * tau^2 * KL(softmax(z_t / tau) || softmax(z_s / tau)) + (1 - w) * NLL, over the counted tokens only."""
+    torch.manual_seed(0)
+    student, teacher = torch.randn(2, 5, 7), torch.randn(2, 5, 7)
+    targets = torch.randint(1, 7, (2, 5))
+    targets[1, 3:] = PAD
+    counted = targets != PAD
+    for weight, tau in [(1.0, 1.0), (0.5, 2.0), (0.0, 1.0)]:
+        kl = F.kl_div(F.log_softmax(student / tau, -1), F.log_softmax(teacher / tau, -1), log_target=True,
+                      reduction="none").sum(-1)  # (B, T)
+        nll = F.cross_entropy(student.transpose(1, 2), targets, reduction="none")  # (B, T)
+        want = (weight * tau**2 * kl + (1 - weight) * nll)[counted].sum()
+        got = distillation_loss(student, teacher, targets, weight=weight, temperature=tau, ignore_index=PAD)
+        assert got.item() == pytest.approx(want.item(), rel=1e-5)
+
+
+def test_distillation_loss_is_zero_at_the_teacher_and_pulls_towards_it():
+    torch.manual_seed(0)
+    teacher = torch.randn(1, 4, 9)
+    targets = torch.randint(1, 9, (1, 4))
+    at_teacher = distillation_loss(teacher.clone(), teacher, targets, weight=1.0, temperature=1.0, ignore_index=PAD)
+    assert at_teacher.item() == pytest.approx(0.0, abs=1e-6)
+    student = torch.zeros(1, 4, 9, requires_grad=True)
+    distillation_loss(student, teacher, targets, weight=1.0, temperature=1.0, ignore_index=PAD).backward()
+    # d KL / d z_s = softmax(z_s) - softmax(z_t): the step -grad moves the student's probabilities to the teacher's
+    assert torch.allclose(student.grad, torch.softmax(student.detach(), -1) - torch.softmax(teacher, -1), atol=1e-6)

@@ -28,7 +28,12 @@ Both models keep key/value caches; after a round each is truncated (`KVCache.tru
 a rejected draft token leaves nothing behind. That needs softmax attention's cache in every layer: a mixer
 with a recurrent state (linear attention, an SSM) cannot forget a token, and is refused. One prompt at a time
 (batch size 1): that is where the method pays, and rows of a batch would accept different numbers of tokens.
-The captured fixed-shape steps (`captured.py`) are not used: the rounds have varying shapes.
+The captured fixed-shape steps (`captured.py`) are not used: the rounds have varying shapes. The target
+reads K + 1 tokens a pass, so it keeps its weights' ordinary layout; the draft, one token a step, decodes in
+the one-row layout (`layout.py`: faster for one row, slower for a few).
+
+The draft's acceptance is what the method rests on: a draft distilled from the target (`tasks.lm`,
+`distill.teacher`; the gpt-bible-draft recipe) learns its choices rather than the text's.
 
 V vocabulary, K draft tokens a round, S tokens so far.
 """
@@ -251,7 +256,7 @@ def speculative_generate(target: nn.Module | Decoder, draft: nn.Module | Decoder
                       generator=generator)
     stops = set(stop_tokens)
     size = len(seq) + max_new_tokens
-    with eval_mode(big, rows=1, layout=target_decoder.layout), eval_mode(small, rows=1, layout=draft_decoder.layout):
+    with eval_mode(big), eval_mode(small, rows=1, layout=draft_decoder.layout):
         verifier = _Model(big, _rolling_back(big.new_caches(1, size), "target"))
         proposer = _Model(small, _rolling_back(small.new_caches(1, size), "draft"))
         while True:

@@ -17,6 +17,12 @@ valid_ppl = exp(valid_loss), and bits_per_char = total nats / ln 2 / characters,
 those of the validation documents plus one per </s> target (the separator counts as one character, as a
 newline does in enwik8), so the figure compares across tokenizers.
 
+Distillation (`distill.teacher`: a trained GPT's checkpoint): the loss adds the teacher's next-token distribution
+to the text's (`training.losses.distillation_loss`), the run takes the teacher's tokenizer (data.tokenizer and
+data.vocab_size are not used), and evaluation also reports `agreement`, the share of validation tokens where
+the student's likeliest next token is the teacher's: the rate at which a greedy speculative round accepts a
+draft token (`decoding.speculative`). That is how a draft for a GPT is best trained.
+
 A run directory holds `recipe.yaml`, `metrics.jsonl`, the checkpoints `last/` and `best/`, and
 `samples.txt` (text sampled at the end).
 
@@ -35,8 +41,9 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from tformer.checkpoints import load_model
-from tformer.config import GPTConfig
+from tformer.checkpoints import load_config, load_model
+from tformer.config import GPTConfig, family_of
+from tformer.data.device import device_of
 from tformer.data.text import load_text_corpus, read_texts
 from tformer.decoding.generate import check_max_new_tokens
 from tformer.decoding.search import sample
@@ -46,11 +53,12 @@ from tformer.files import write_atomic
 from tformer.models.presets import build_model, preset
 from tformer.runs import RunDir
 from tformer.tasks.base import ModelSpec, Resume, Setup, check_recipe, run_task, token_loss, token_nll
-from tformer.tokenization import Tokenizer
+from tformer.tokenization import Tokenizer, load_tokenizer
 from tformer.tokenization.bpe import BPETokenizer
 from tformer.tokenization.char import CharTokenizer
 from tformer.training.config import TrainConfig
 from tformer.training.distributed import launched_world
+from tformer.training.losses import distillation_loss
 from tformer.training.optim import OptimConfig
 from tformer.training.schedules import ScheduleConfig
 
@@ -58,6 +66,7 @@ SPLITS = ("train", "valid", "test")
 CORPORA = ("bible", "bbc", "files")
 TOKENIZERS = ("char", "bpe")
 EVAL_METRICS = ("valid_loss", "valid_ppl", "bits_per_char")  # what LMTask.evaluate reports
+DISTILL_METRICS = ("agreement",)  # and, with a teacher, this
 
 
 @dataclass(kw_only=True)
@@ -103,6 +112,24 @@ class SampleSection(SampleConfig):
             raise UserError(f"sample.{e}") from None
 
 
+@dataclass(kw_only=True)
+class DistillConfig:
+    """A recipe's `distill:` section: the teacher GPT whose next-token distributions the model also learns
+    (none: plain language modelling), the teacher term's share of the loss, and the softening temperature."""
+
+    teacher: str | None = None  # a GPT checkpoint directory (e.g. runs/gpt-bible/best); its tokenizer is the run's
+    weight: float = 1.0  # w: loss = (1 - w) * cross entropy on the text + w * tau^2 * KL(teacher || model)
+    temperature: float = 1.0  # tau: both distributions softened as softmax(logits / tau)
+
+    def __post_init__(self) -> None:
+        if self.teacher is not None and (not isinstance(self.teacher, str) or not self.teacher.strip()):
+            raise UserError(f"distill.teacher={self.teacher!r} must name a GPT checkpoint directory, or be null")
+        if not 0.0 <= self.weight <= 1.0:
+            raise UserError(f"distill.weight={self.weight!r} must be in [0, 1] (the teacher term's share of the loss)")
+        if not self.temperature > 0:
+            raise UserError(f"distill.temperature={self.temperature!r} must be > 0")
+
+
 RECIPE_SAMPLING = dict(temperature=0.8, top_k=40)  # a recipe's sampling unless its sample: section says
 
 
@@ -115,7 +142,7 @@ def _lm_train_config() -> TrainConfig:
 
 @dataclass(kw_only=True)
 class LMRecipe:
-    METRICS = EVAL_METRICS  # what train.best_metric may name
+    METRICS = EVAL_METRICS + DISTILL_METRICS  # what train.best_metric may name
 
     task: str = "lm"
     out_dir: str = "runs/lm"
@@ -123,9 +150,13 @@ class LMRecipe:
     model: ModelSpec = field(default_factory=lambda: ModelSpec(preset="gpt-tiny"))
     train: TrainConfig = field(default_factory=_lm_train_config)
     sample: SampleSection = field(default_factory=lambda: SampleSection(**RECIPE_SAMPLING))
+    distill: DistillConfig = field(default_factory=DistillConfig)
 
     def __post_init__(self) -> None:
         check_recipe(self)
+        if self.train.best_metric in DISTILL_METRICS and self.distill.teacher is None:
+            raise UserError(f"train.best_metric={self.train.best_metric} needs a teacher to agree with; set "
+                             "distill.teacher or choose one of " + ", ".join(EVAL_METRICS))
 
 
 def load_split(data: LMDataConfig, split: str) -> list[str]:
@@ -144,6 +175,28 @@ def train_tokenizer(data: LMDataConfig, texts: list[str]) -> CharTokenizer | BPE
     if data.tokenizer == "char":
         return CharTokenizer.train(texts)
     return BPETokenizer.train(texts, vocab_size=data.vocab_size)
+
+
+def load_teacher(distill: DistillConfig, *, block_size: int) -> tuple[nn.Module, Tokenizer]:
+    """The teacher GPT (eval mode, frozen, on the CPU) and its tokenizer; a UserError unless `distill.teacher`
+    is a GPT checkpoint with a tokenizer that reads blocks of `block_size` tokens."""
+    path = Path(str(distill.teacher))
+    if not path.is_dir():
+        raise UserError(f"distill.teacher={str(path)!r} is not a directory; give a GPT checkpoint (e.g. "
+                         "runs/gpt-bible/best)")
+    config, _ = load_config(path)
+    if family_of(config) != "gpt":
+        raise UserError(f"distill.teacher={str(path)!r} holds a {type(config).__name__}, not a GPT; a language "
+                         "model learns from a GPT's next-token distributions")
+    if config.max_len < block_size:
+        raise UserError(f"distill.teacher={str(path)!r} has a context of max_len={config.max_len}, shorter than "
+                         f"data.block_size={block_size}; lower data.block_size to at most {config.max_len}")
+    tokenizer = load_tokenizer(path)
+    if tokenizer.vocab_size != config.vocab_size:
+        raise UserError(f"distill.teacher={str(path)!r}: its tokenizer has {tokenizer.vocab_size} tokens and its "
+                         f"model {config.vocab_size}; it is not a checkpoint tformer wrote")
+    teacher, _ = load_model(path)
+    return teacher.requires_grad_(False), tokenizer
 
 
 # --- packing --------------------------------------------------------------------------------------------
@@ -197,8 +250,8 @@ class LMTask:
     and bits per character."""
 
     def __init__(self, recipe: LMRecipe, tokenizer: Tokenizer, *, train_docs: list[str] | None = None,
-                 valid_docs: list[str] | None = None) -> None:
-        self.recipe, self.tokenizer, data = recipe, tokenizer, recipe.data
+                 valid_docs: list[str] | None = None, teacher: nn.Module | None = None) -> None:
+        self.recipe, self.tokenizer, self.teacher, data = recipe, tokenizer, teacher, recipe.data
         self.stream = token_stream(load_split(data, "train") if train_docs is None else train_docs, tokenizer)
         if len(self.stream) < data.block_size + 1:
             raise UserError(f"the training text has {len(self.stream)} tokens; data.block_size="
@@ -235,13 +288,39 @@ class LMTask:
         return model(batch.inputs), batch.targets  # (B, T, V), (B, T)
 
     def loss(self, model: nn.Module, batch: LMBatch) -> Tensor:
-        return token_loss(model, batch, self.forward, smoothing=self.recipe.train.label_smoothing,
-                          pad_id=self.tokenizer.pad_id)
+        if self.teacher is None:
+            return token_loss(model, batch, self.forward, smoothing=self.recipe.train.label_smoothing,
+                              pad_id=self.tokenizer.pad_id)
+        distill = self.recipe.distill
+        with torch.no_grad():
+            taught = self._teacher_on(batch.inputs.device)(batch.inputs)  # (B, T, V)
+        return distillation_loss(model(batch.inputs), taught, batch.targets, weight=distill.weight,
+                                 temperature=distill.temperature, ignore_index=self.tokenizer.pad_id)
+
+    def _teacher_on(self, device: torch.device) -> nn.Module:
+        if device_of(self.teacher) != device:
+            self.teacher.to(device)
+        return self.teacher
 
     def evaluate(self, model: nn.Module) -> dict[str, float]:
         total, count = token_nll(model, self.valid_batches, self.forward, pad_id=self.tokenizer.pad_id)
-        return {"valid_loss": total / count, "valid_ppl": math.exp(min(total / count, 700.0)),
-                "bits_per_char": total / math.log(2) / self.valid_chars}
+        metrics = {"valid_loss": total / count, "valid_ppl": math.exp(min(total / count, 700.0)),
+                   "bits_per_char": total / math.log(2) / self.valid_chars}
+        if self.teacher is not None:
+            metrics["agreement"] = self.agreement(model)
+        return metrics
+
+    @torch.inference_mode()
+    def agreement(self, model: nn.Module) -> float:
+        """The share of validation targets where the model's likeliest next token is the teacher's."""
+        same, count = 0, 0
+        device = device_of(model)
+        teacher = self._teacher_on(device)
+        for batch in self.valid_batches:
+            inputs, counted = batch.inputs.to(device), (batch.targets != self.tokenizer.pad_id).to(device)
+            agree = model(inputs).argmax(dim=-1) == teacher(inputs).argmax(dim=-1)  # (B, T)
+            same, count = same + int((agree & counted).sum()), count + int(counted.sum())
+        return same / count
 
 
 # --- sampling -------------------------------------------------------------------------------------------
@@ -288,10 +367,14 @@ def train_lm(recipe: LMRecipe, *, resume: bool | Resume = False, overwrite: bool
     with the samples under "samples" (also written to out_dir/samples.txt)."""
 
     def setup(tokenizer: Tokenizer) -> Setup:
+        teacher = None
+        if recipe.distill.teacher is not None:
+            teacher, taught = load_teacher(recipe.distill, block_size=recipe.data.block_size)
+            tokenizer = tokenizer or taught
         train_docs = load_split(recipe.data, "train")
         if tokenizer is None:
             tokenizer = train_tokenizer(recipe.data, train_docs)
-        task = LMTask(recipe, tokenizer, train_docs=train_docs)
+        task = LMTask(recipe, tokenizer, train_docs=train_docs, teacher=teacher)
         config = model_config(recipe, tokenizer)
         return Setup(build_model(config), config, task, tokenizer)
 

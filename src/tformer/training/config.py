@@ -35,7 +35,7 @@ class TrainConfig:
     compile: bool = False  # run the training steps through torch.compile (evaluation and saving stay eager)
     threads: int | None = None  # torch's intra-op CPU threads; None: torch's default (one per core)
     tune_threads: bool = False  # retime 1, 2, 4 ... threads during training and keep the fastest (threads.py)
-    best_metric: str = "valid_loss"  # chooses the `best` checkpoint; "bleu" and "accuracy" count higher as better
+    best_metric: str = "valid_loss"  # chooses the `best` checkpoint; bleu, chrf, accuracy, agreement: higher is better
     patience: int | None = None  # stop after this many evaluations in a row without a better best_metric; None: never
     average_last: int | None = None  # also write out_dir/averaged: the mean weights of the last N evaluations
     tensorboard: bool = False  # also log to out_dir/tensorboard (needs the tensorboard package: tformer[tb])

@@ -50,7 +50,7 @@ from tformer.training.resume import Checkpoints, check_resumable, restore, set_n
 from tformer.training.schedules import build_scheduler
 from tformer.training.threads import ThreadTuner, training_threads
 
-HIGHER_IS_BETTER = ("bleu", "chrf", "accuracy")
+HIGHER_IS_BETTER = ("bleu", "chrf", "accuracy", "agreement")
 
 
 class Task(Protocol):

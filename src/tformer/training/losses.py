@@ -10,6 +10,14 @@ so the loss of one token is  -sum_v q_v log p_v = (1 - eps) * (-log p_y) + eps *
 This is the convention of `torch.nn.functional.cross_entropy(label_smoothing=eps)`. It hurts perplexity
 (the model learns to be unsure) but improves accuracy and BLEU.
 
+Knowledge distillation (Hinton et al. 2015, https://arxiv.org/abs/1503.02531) trains a student against a
+teacher's next-token distribution p_t as well as the text: with temperature tau and weight w, one token's loss is
+
+    (1 - w) * (-log q_y) + w * tau^2 * KL(softmax(z_t / tau) || softmax(z_s / tau))
+
+(z the logits, q the student's distribution; tau^2 keeps the gradient's scale as tau changes, as in the paper).
+A draft for speculative decoding is trained that way: what it must learn is the target's choice, not the text's.
+
 Losses are *summed* over the tokens whose target is not `ignore_index`, and returned with the token count,
 so that gradient accumulation can divide by the token count of the whole accumulated batch.
 
@@ -20,6 +28,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -51,6 +60,21 @@ def token_losses(logits: Tensor, targets: Tensor, *, smoothing: float, ignore_in
     )
 
 
+def distillation_loss(logits: Tensor, teacher_logits: Tensor, targets: Tensor, *, weight: float,
+                      temperature: float, ignore_index: int) -> Tensor:
+    """The distillation loss above, summed over the tokens whose target is not `ignore_index`: the student's
+    logits (B, T, V), the teacher's (B, T, V) for the same inputs, targets (B, T). In float32."""
+    counted = targets != ignore_index  # (B, T)
+    zero = logits.new_zeros((), dtype=torch.float32)
+    student = F.log_softmax(logits.float() / temperature, dim=-1)  # (B, T, V)
+    teacher = F.log_softmax(teacher_logits.float() / temperature, dim=-1)  # (B, T, V)
+    kl = (teacher.exp() * (teacher - student)).sum(dim=-1)  # (B, T)
+    loss = weight * temperature**2 * kl.where(counted, zero).sum()
+    if weight < 1:
+        loss = loss + (1 - weight) * token_losses(logits, targets, smoothing=0.0, ignore_index=ignore_index).nll
+    return loss
+
+
 def label_smoothed_nll(logits: Tensor, targets: Tensor, *, smoothing: float,
                        ignore_index: int) -> tuple[Tensor, Tensor]:
     """(summed label-smoothed cross entropy, number of counted tokens); smoothing 0 is plain NLL."""
@@ -64,4 +88,4 @@ def nll_sum(logits: Tensor, targets: Tensor, *, ignore_index: int) -> tuple[Tens
     return out.nll, out.n_tokens
 
 
-__all__ = ["TokenLosses", "label_smoothed_nll", "nll_sum", "token_losses"]
+__all__ = ["TokenLosses", "distillation_loss", "label_smoothed_nll", "nll_sum", "token_losses"]
