@@ -9,7 +9,8 @@ from catalogue import Case, case_tests
 
 CASES = [
     Case("distill-teacher-missing", lambda c: c.lm(f"distill.teacher={c.tmp}/nowhere"),
-         ("distill.teacher='{tmp}/nowhere' is not a directory; give a GPT checkpoint",)),
+         ("distill.teacher='{tmp}/nowhere' is not a directory; train the teacher first",
+          "or set distill.teacher=DIR, a GPT checkpoint")),
     Case("distill-teacher-not-gpt", lambda c: c.lm(f"distill.teacher={c.w.s2s}"),
          ("holds a Seq2SeqConfig, not a GPT; a language model learns from a GPT",)),
     Case("distill-teacher-short-context",

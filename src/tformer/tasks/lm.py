@@ -182,8 +182,9 @@ def load_teacher(distill: DistillConfig, *, block_size: int) -> tuple[nn.Module,
     is a GPT checkpoint with a tokenizer that reads blocks of `block_size` tokens."""
     path = Path(str(distill.teacher))
     if not path.is_dir():
-        raise UserError(f"distill.teacher={str(path)!r} is not a directory; give a GPT checkpoint (e.g. "
-                         "runs/gpt-bible/best)")
+        raise UserError(f"distill.teacher={str(path)!r} is not a directory; train the teacher first (for the "
+                         "gpt-bible-draft recipe: tformer train gpt-bible) or set distill.teacher=DIR, a GPT "
+                         "checkpoint")
     config, _ = load_config(path)
     if family_of(config) != "gpt":
         raise UserError(f"distill.teacher={str(path)!r} holds a {type(config).__name__}, not a GPT; a language "
