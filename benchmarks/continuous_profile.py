@@ -2,7 +2,7 @@
 generate` run on `decoding.continuous.Running` in one process, each of its methods timed.
 
     python -m benchmarks.continuous_profile [--checkpoint GPT] [--requests 64] [--rows 32]
-        [--new-tokens 16,256] [--stream] [--seed 0] [--out FILE] [--quick]
+        [--new-tokens 16,256] [--stream] [--scaling] [--seed 0] [--out FILE] [--quick]
 
 Requests (a prompt of 4 to 20 made-up words, greedy, `max_new_tokens` uniform in --new-tokens, seeded) are
 admitted whenever a row is free, so --rows stay live while any wait; then one step for all, until every
@@ -12,6 +12,12 @@ a prompt's prefill alone; step; and what they call: joining a row, leaving, the 
 buffers' growth, each draw) its seconds and calls. Nested: a step's time includes its draws, leaves, trims.
 Set against the served figure (`serve_load --mode generate`), the difference is the server's and the
 clients' share. Without --checkpoint: a randomly initialised GPT of GPT-2's shape (serve_load's). Not run in CI.
+
+`--scaling`: what batching can gain at all on this machine. A step's time with 1, 2, 4, ... --rows live rows
+(each row one 48-token prompt, then --scaling-steps greedy steps; the median step after the first 20), and from
+that table the ceiling of continuous over micro-batching: micro-batches of --rows requests whose lengths are
+drawn from --new-tokens, each running until its longest ends while its rows thin out (as `serve/batching.py`
+does), against --rows rows kept live at every step; both with no wait between batches and no server.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import torch
 from benchmarks.common import apply_quick, markdown_table, write_json
 from benchmarks.serve_load import WORDS, random_gpt
 
-QUICK = {"requests": 6, "new_tokens": "2,8"}
+QUICK = {"requests": 6, "new_tokens": "2,8", "scaling_steps": 6}
 METHODS = ("admit", "step", "_join", "_leave", "_trim", "_shift", "_reserve", "_draw")
 
 
@@ -41,6 +47,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rows", type=int, default=32, help="live rows at most (the server's --max-batch)")
     p.add_argument("--new-tokens", default="16,256", help="max_new_tokens drawn uniformly from LOW,HIGH")
     p.add_argument("--stream", action="store_true", help="push every token through a TextStream, as /generate")
+    p.add_argument("--scaling", action="store_true", help="a step's time against live rows, and the ceiling it sets")
+    p.add_argument("--scaling-steps", type=int, default=100, help="--scaling: steps timed at each row count")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     p.add_argument("--quick", action="store_true", help="a tiny random GPT, 6 short requests of at most 8 tokens")
@@ -112,6 +120,60 @@ def profile(checkpoint: Path, args: argparse.Namespace) -> dict[str, Any]:
             "methods": {name: {"seconds": spent[name], "calls": calls[name]} for name in METHODS}}
 
 
+def scaling(checkpoint: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """A step's median time at each live-row count, and the ceiling of continuous over micro-batching."""
+    import statistics
+
+    from tformer import inference
+    from tformer.decoding import SampleConfig
+    from tformer.decoding.continuous import Running
+
+    loaded = inference.load(checkpoint, command="generate")
+    prompt = (loaded.tokenizer.encode(" ".join(WORDS * 4)) * 48)[:48 if not args.quick else 8]
+    greedy = SampleConfig(temperature=0.0, stop=False)
+    counts = sorted({min(2**i, args.rows) for i in range(args.rows.bit_length() + 1)} | {args.rows})
+    ms: dict[int, float] = {}
+    for n in counts:
+        batch = Running(loaded.decoder, rows=args.rows, eos_id=None)
+        for key in range(n):
+            batch.admit(key, prompt, max_new_tokens=args.scaling_steps + 1, settings=greedy)
+        times = []
+        for _ in range(args.scaling_steps):
+            start = time.perf_counter()
+            batch.step()
+            times.append(time.perf_counter() - start)
+        ms[n] = 1000 * statistics.median(times[min(20, len(times) - 1):])
+    return {"ms_per_step": ms, **ceiling(ms, args)}
+
+
+def ceiling(ms: dict[int, float], args: argparse.Namespace) -> dict[str, float]:
+    """Tokens/s of --rows rows always live, and of micro-batches of --rows requests that thin out (the step's
+    time at n live rows interpolated in `ms`), over 1,000 batches of seeded lengths."""
+    counts = sorted(ms)
+
+    def step_ms(n: int) -> float:
+        hi = next(c for c in counts if c >= n)
+        lo = max([c for c in counts if c <= n], default=hi)
+        return ms[lo] if hi == lo else ms[lo] + (ms[hi] - ms[lo]) * (n - lo) / (hi - lo)
+
+    draw = random.Random(args.seed)
+    tokens, seconds = 0, 0.0
+    for _ in range(1000):
+        lengths = [draw.randint(*args.new_range) for _ in range(args.rows)]
+        tokens += sum(lengths)
+        seconds += sum(step_ms(sum(n > s for n in lengths)) for s in range(max(lengths))) / 1000
+    continuous = 1000 * args.rows / ms[args.rows]
+    return {"continuous_tokens_per_s": continuous, "micro_tokens_per_s": tokens / seconds,
+            "ceiling": continuous / (tokens / seconds)}
+
+
+def scaling_markdown(result: dict[str, Any]) -> str:
+    rows = [[n, f"{t:.2f}", f"{1000 * n / t:.0f}"] for n, t in result["ms_per_step"].items()]
+    return (markdown_table(["live rows", "ms a step", "tokens/s"], "rrr", rows)
+            + f"\n\nkept full: {result['continuous_tokens_per_s']:.0f} tokens/s; micro-batches thinning out: "
+            f"{result['micro_tokens_per_s']:.0f} tokens/s; ceiling of continuous over micro: {result['ceiling']:.2f}x")
+
+
 def markdown(result: dict[str, Any]) -> str:
     rows = [[name, f"{m['seconds']:.2f}", m["calls"], f"{1000 * m['seconds'] / m['calls']:.2f}" if m["calls"] else "-"]
             for name, m in result["methods"].items()]
@@ -124,10 +186,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = args.checkpoint or random_gpt(Path(tmp), args.quick)
+        measured = scaling(checkpoint, args) if args.scaling else profile(checkpoint, args)
         result = {"args": {k: v for k, v in vars(args).items() if k != "new_range"}, "new_tokens": args.new_range,
                   "checkpoint": str(args.checkpoint) if args.checkpoint else "random GPT",
-                  "threads": torch.get_num_threads(), "torch": torch.__version__, **profile(checkpoint, args)}
-    print(markdown(result))
+                  "threads": torch.get_num_threads(), "torch": torch.__version__, **measured}
+    print(scaling_markdown(result) if args.scaling else markdown(result))
     if args.out:
         write_json(args.out, result)
     return result

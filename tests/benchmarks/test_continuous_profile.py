@@ -5,6 +5,8 @@ run to its length, each method's calls counted, the same run again as a TextStre
 import json
 from pathlib import Path
 
+import pytest
+
 from benchmarks.continuous_profile import METHODS, main
 from tformer.decoding.continuous import Running
 
@@ -22,3 +24,22 @@ def test_it_counts_every_request_and_method_and_unwraps_them(tmp_path: Path, cap
     assert "| admit |" in capsys.readouterr().out
     streamed = main(["--quick", "--rows", "4", "--stream"])
     assert streamed["tokens"] == result["tokens"]  # the same seeded requests
+
+
+def test_scaling_times_each_row_count(capsys) -> None:
+    result = main(["--quick", "--rows", "4", "--scaling"])
+    assert list(result["ms_per_step"]) == [1, 2, 4] and all(t > 0 for t in result["ms_per_step"].values())
+    assert result["ceiling"] == result["continuous_tokens_per_s"] / result["micro_tokens_per_s"]
+    assert "ceiling of continuous over micro" in capsys.readouterr().out
+
+
+def test_the_ceiling_is_one_where_a_token_costs_the_same_in_any_batch_and_more_where_steps_are_flat() -> None:
+    from argparse import Namespace
+
+    from benchmarks.continuous_profile import ceiling
+
+    linear = {1: 1.0, 2: 2.0, 4: 4.0}  # a row's token costs the same at any batch: nothing for batching to gain
+    assert ceiling(linear, Namespace(rows=4, new_range=(1, 100), seed=0))["ceiling"] == pytest.approx(1.0)
+    flat = {1: 1.0, 2: 1.0, 4: 1.0}  # a step costs the same at any batch (a GPU's small batches)
+    assert ceiling(flat, Namespace(rows=4, new_range=(7, 7), seed=0))["ceiling"] == pytest.approx(1.0)  # no thinning
+    assert ceiling(flat, Namespace(rows=4, new_range=(1, 100), seed=0))["ceiling"] > 1.3  # E[longest] / E[length]
