@@ -89,18 +89,20 @@ def test_bad_smoothing():
 
 
 def test_distillation_loss_is_the_formula():
-    """w * tau^2 * KL(softmax(z_t / tau) || softmax(z_s / tau)) + (1 - w) * NLL, over the counted tokens only."""
+    """w * tau^2 * KL(softmax(z_t / tau) || softmax(z_s / tau)) + (1 - w) * cross entropy (label-smoothed or
+    not), over the counted tokens only."""
     torch.manual_seed(0)
     student, teacher = torch.randn(2, 5, 7), torch.randn(2, 5, 7)
     targets = torch.randint(1, 7, (2, 5))
     targets[1, 3:] = PAD
     counted = targets != PAD
-    for weight, tau in [(1.0, 1.0), (0.5, 2.0), (0.0, 1.0)]:
+    for weight, tau, eps in [(1.0, 1.0, 0.0), (0.5, 2.0, 0.0), (0.0, 1.0, 0.0), (0.3, 1.5, 0.1)]:
         kl = F.kl_div(F.log_softmax(student / tau, -1), F.log_softmax(teacher / tau, -1), log_target=True,
                       reduction="none").sum(-1)  # (B, T)
-        nll = F.cross_entropy(student.transpose(1, 2), targets, reduction="none")  # (B, T)
-        want = (weight * tau**2 * kl + (1 - weight) * nll)[counted].sum()
-        got = distillation_loss(student, teacher, targets, weight=weight, temperature=tau, ignore_index=PAD)
+        ce = F.cross_entropy(student.transpose(1, 2), targets, reduction="none", label_smoothing=eps)  # (B, T)
+        want = (weight * tau**2 * kl + (1 - weight) * ce)[counted].sum()
+        got = distillation_loss(student, teacher, targets, weight=weight, temperature=tau, ignore_index=PAD,
+                                smoothing=eps)
         assert got.item() == pytest.approx(want.item(), rel=1e-5)
 
 

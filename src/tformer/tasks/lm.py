@@ -115,7 +115,8 @@ class SampleSection(SampleConfig):
 @dataclass(kw_only=True)
 class DistillConfig:
     """A recipe's `distill:` section: the teacher GPT whose next-token distributions the model also learns
-    (none: plain language modelling), the teacher term's share of the loss, and the softening temperature."""
+    (none: plain language modelling), the teacher term's share of the loss, and the softening temperature. The
+    text's term is the task's own cross entropy (label-smoothed as train.label_smoothing says)."""
 
     teacher: str | None = None  # a GPT checkpoint directory (e.g. runs/gpt-bible/best); its tokenizer is the run's
     weight: float = 1.0  # w: loss = (1 - w) * cross entropy on the text + w * tau^2 * KL(teacher || model)
@@ -195,7 +196,7 @@ def load_teacher(distill: DistillConfig, *, block_size: int) -> tuple[nn.Module,
     tokenizer = load_tokenizer(path)
     if tokenizer.vocab_size != config.vocab_size:
         raise UserError(f"distill.teacher={str(path)!r}: its tokenizer has {tokenizer.vocab_size} tokens and its "
-                         f"model {config.vocab_size}; it is not a checkpoint tformer wrote")
+                         f"model {config.vocab_size}; distillation needs one token for each of the model's outputs")
     teacher, _ = load_model(path)
     return teacher.requires_grad_(False), tokenizer
 
@@ -296,7 +297,8 @@ class LMTask:
         with torch.no_grad():
             taught = self._teacher_on(batch.inputs.device)(batch.inputs)  # (B, T, V)
         return distillation_loss(model(batch.inputs), taught, batch.targets, weight=distill.weight,
-                                 temperature=distill.temperature, ignore_index=self.tokenizer.pad_id)
+                                 temperature=distill.temperature, ignore_index=self.tokenizer.pad_id,
+                                 smoothing=self.recipe.train.label_smoothing)
 
     def _teacher_on(self, device: torch.device) -> nn.Module:
         if device_of(self.teacher) != device:

@@ -61,9 +61,10 @@ def token_losses(logits: Tensor, targets: Tensor, *, smoothing: float, ignore_in
 
 
 def distillation_loss(logits: Tensor, teacher_logits: Tensor, targets: Tensor, *, weight: float,
-                      temperature: float, ignore_index: int) -> Tensor:
+                      temperature: float, ignore_index: int, smoothing: float = 0.0) -> Tensor:
     """The distillation loss above, summed over the tokens whose target is not `ignore_index`: the student's
-    logits (B, T, V), the teacher's (B, T, V) for the same inputs, targets (B, T). In float32."""
+    logits (B, T, V), the teacher's (B, T, V) for the same inputs, targets (B, T). In float32. `smoothing`:
+    the text's term is label-smoothed cross entropy (`token_losses`)."""
     counted = targets != ignore_index  # (B, T)
     zero = logits.new_zeros((), dtype=torch.float32)
     student = F.log_softmax(logits.float() / temperature, dim=-1)  # (B, T, V)
@@ -71,7 +72,7 @@ def distillation_loss(logits: Tensor, teacher_logits: Tensor, targets: Tensor, *
     kl = (teacher.exp() * (teacher - student)).sum(dim=-1)  # (B, T)
     loss = weight * temperature**2 * kl.where(counted, zero).sum()
     if weight < 1:
-        loss = loss + (1 - weight) * token_losses(logits, targets, smoothing=0.0, ignore_index=ignore_index).nll
+        loss = loss + (1 - weight) * token_losses(logits, targets, smoothing=smoothing, ignore_index=ignore_index).loss
     return loss
 
 
