@@ -18,8 +18,8 @@ CASES = [
          ("has a context of max_len=32, shorter than data.block_size=64; lower data.block_size to at most 32",)),
     Case("distill-weight", lambda c: c.lm(f"distill.teacher={c.w.gpt}", "distill.weight=2"),
          ("distill.weight=2.0 must be in [0, 1]",)),
-    Case("distill-temperature", lambda c: c.lm(f"distill.teacher={c.w.gpt}", "distill.temperature=0"),
-         ("distill.temperature=0.0 must be > 0",)),
+    Case("distill-tau", lambda c: c.lm(f"distill.teacher={c.w.gpt}", "distill.tau=0"),
+         ("distill.tau=0.0 must be > 0 (the softening temperature)",)),
     Case("agreement-without-teacher", lambda c: c.lm("train.best_metric=agreement"),
          ("train.best_metric=agreement needs a teacher to agree with; set distill.teacher",)),
 ]

@@ -178,7 +178,7 @@ def test_distillation_takes_the_teachers_tokenizer_and_learns_its_choices(tmp_pa
 def test_distillation_settings_are_checked(tmp_path) -> None:  # noqa: ANN001
     with pytest.raises(ValueError, match=r"distill.weight=1.5 must be in \[0, 1\]"):
         lm_task.DistillConfig(teacher="t", weight=1.5)
-    with pytest.raises(ValueError, match="distill.temperature=0 must be > 0"):
-        lm_task.DistillConfig(teacher="t", temperature=0)
+    with pytest.raises(ValueError, match="distill.tau=0 must be > 0"):
+        lm_task.DistillConfig(teacher="t", tau=0)
     with pytest.raises(ValueError, match="train.best_metric=agreement needs a teacher"):
         LMRecipe(train=TrainConfig(best_metric="agreement"))

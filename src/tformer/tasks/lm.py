@@ -115,20 +115,20 @@ class SampleSection(SampleConfig):
 @dataclass(kw_only=True)
 class DistillConfig:
     """A recipe's `distill:` section: the teacher GPT whose next-token distributions the model also learns
-    (none: plain language modelling), the teacher term's share of the loss, and the softening temperature. The
+    (none: plain language modelling), the teacher term's share of the loss, and the softening temperature tau. The
     text's term is the task's own cross entropy (label-smoothed as train.label_smoothing says)."""
 
     teacher: str | None = None  # a GPT checkpoint directory (e.g. runs/gpt-bible/best); its tokenizer is the run's
     weight: float = 1.0  # w: loss = (1 - w) * cross entropy on the text + w * tau^2 * KL(teacher || model)
-    temperature: float = 1.0  # tau: both distributions softened as softmax(logits / tau)
+    tau: float = 1.0  # the temperature both distributions are softened by: softmax(logits / tau)
 
     def __post_init__(self) -> None:
         if self.teacher is not None and (not isinstance(self.teacher, str) or not self.teacher.strip()):
             raise UserError(f"distill.teacher={self.teacher!r} must name a GPT checkpoint directory, or be null")
         if not 0.0 <= self.weight <= 1.0:
             raise UserError(f"distill.weight={self.weight!r} must be in [0, 1] (the teacher term's share of the loss)")
-        if not self.temperature > 0:
-            raise UserError(f"distill.temperature={self.temperature!r} must be > 0")
+        if not self.tau > 0:
+            raise UserError(f"distill.tau={self.tau!r} must be > 0 (the softening temperature)")
 
 
 RECIPE_SAMPLING = dict(temperature=0.8, top_k=40)  # a recipe's sampling unless its sample: section says
@@ -297,7 +297,7 @@ class LMTask:
         with torch.no_grad():
             taught = self._teacher_on(batch.inputs.device)(batch.inputs)  # (B, T, V)
         return distillation_loss(model(batch.inputs), taught, batch.targets, weight=distill.weight,
-                                 temperature=distill.temperature, ignore_index=self.tokenizer.pad_id,
+                                 temperature=distill.tau, ignore_index=self.tokenizer.pad_id,
                                  smoothing=self.recipe.train.label_smoothing)
 
     def _teacher_on(self, device: torch.device) -> nn.Module:
