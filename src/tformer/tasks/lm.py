@@ -254,6 +254,7 @@ class LMTask:
     def __init__(self, recipe: LMRecipe, tokenizer: Tokenizer, *, train_docs: list[str] | None = None,
                  valid_docs: list[str] | None = None, teacher: nn.Module | None = None) -> None:
         self.recipe, self.tokenizer, self.teacher, data = recipe, tokenizer, teacher, recipe.data
+        self._choices: list[Tensor] | None = None  # the teacher's on the validation batches (`agreement`)
         self.stream = token_stream(load_split(data, "train") if train_docs is None else train_docs, tokenizer)
         if len(self.stream) < data.block_size + 1:
             raise UserError(f"the training text has {len(self.stream)} tokens; data.block_size="
@@ -318,12 +319,19 @@ class LMTask:
         """The share of validation targets where the model's likeliest next token is the teacher's."""
         same, count = 0, 0
         device = device_of(model)
-        teacher = self._teacher_on(device)
-        for batch in self.valid_batches:
+        for batch, taught in zip(self.valid_batches, self._teacher_choices(device), strict=True):
             inputs, counted = batch.inputs.to(device), (batch.targets != self.tokenizer.pad_id).to(device)
-            agree = model(inputs).argmax(dim=-1) == teacher(inputs).argmax(dim=-1)  # (B, T)
+            agree = model(inputs).argmax(dim=-1) == taught.to(device)  # (B, T)
             same, count = same + int((agree & counted).sum()), count + int(counted.sum())
         return same / count
+
+    def _teacher_choices(self, device: torch.device) -> list[Tensor]:
+        """The teacher's likeliest next token at each validation position, (B, T) a batch: computed at the
+        first evaluation and kept (the teacher does not change)."""
+        if self._choices is None:
+            teacher = self._teacher_on(device)
+            self._choices = [teacher(batch.inputs.to(device)).argmax(dim=-1) for batch in self.valid_batches]
+        return self._choices
 
 
 # --- sampling -------------------------------------------------------------------------------------------
