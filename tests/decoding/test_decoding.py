@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 import tformer
 from tformer.decoding import Hypothesis, beam_search, greedy, length_penalty
+from tformer.decoding.steps import next_log_probs, next_scores
 
 PAD, START, EOS = 0, 1, 2
 SEEDS = [0, 1, 2, 3]
@@ -80,6 +81,20 @@ def test_greedy_cached_matches_uncached_and_one_at_a_time(seed: int) -> None:
     assert cached == greedy(model, src, use_cache=False)
     assert cached == [greedy(model, real(src, i))[0] for i in range(src.shape[0])]
     assert all(EOS not in tokens and START not in tokens for tokens in cached)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_greedy_step_scores_pick_the_log_probabilities_argmax(seed: int) -> None:
+    model = random_model(seed).eval()
+    src = padded_batch(seed)
+    valid = src != PAD
+    memory = model.encode(src, valid)
+    prefix = torch.randint(3, 24, (5, 4), generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        scores = next_scores(model, prefix, memory, valid, caches=None)  # (B, V)
+        log_probs = next_log_probs(model, prefix, memory, valid, caches=None)
+    assert torch.equal(scores.argmax(-1), log_probs.argmax(-1))
+    assert torch.isinf(scores[:, PAD]).all() and torch.isfinite(scores[:, 1:]).all()
 
 
 def test_greedy_batch_where_some_sentences_finish_early() -> None:

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from tformer.decoding import apply_temperature, sample_next, top_k_filter, top_p_filter
-from tformer.decoding.sampling import MIN_TEMPERATURE, check_sampling
+from tformer.decoding.sampling import MIN_TEMPERATURE, best, check_sampling
 
 
 def kept(logits: Tensor) -> list[set[int]]:
@@ -109,6 +109,15 @@ def test_temperatures_too_small_to_sample_with_are_refused_everywhere(temperatur
 
 def test_greedy_ties_pick_the_lower_id() -> None:
     assert sample_next(torch.tensor([[0.0, 2.0, 2.0]]), temperature=0.0).tolist() == [1]
+
+
+def test_best_is_argmax_first_maximum_on_ties() -> None:
+    g = torch.Generator().manual_seed(0)
+    scores = torch.randint(0, 4, (64, 300), generator=g).float()  # many ties in every row
+    scores[3] = float("-inf")
+    scores[5, 7] = float("inf")
+    assert torch.equal(best(scores), scores.argmax(dim=-1))
+    assert best(torch.tensor([[1.0, 3.0, 3.0], [5.0, 5.0, 0.0]])).tolist() == [1, 0]
 
 
 def test_same_seed_same_samples_different_seeds_differ() -> None:

@@ -36,7 +36,7 @@ from torch import Tensor, nn
 
 from tformer.decoding.decoder import Decoder, decoder_of
 from tformer.decoding.generate import check_prompts
-from tformer.decoding.sampling import sample_next
+from tformer.decoding.sampling import best, sample_next
 from tformer.decoding.settings import SampleConfig
 from tformer.decoding.steps import eval_mode
 from tformer.nn.kv_cache import KVCache, LayerCache
@@ -156,7 +156,7 @@ class Running:
             self.live, self.columns = [], 0
             return
         self.columns = c + 1
-        greedy = logits.argmax(dim=-1).tolist()  # (N,): every greedy row's token at once
+        greedy = best(logits).tolist()  # (N,): every greedy row's token at once
         ended = []
         for i, row in enumerate(self.live):
             row.cached += 1

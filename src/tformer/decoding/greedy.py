@@ -3,11 +3,12 @@
     memory = encode(x)                                   once per batch
     y_t = argmax_v log p(v | y_<t, x)                    one decoder step per target position
 
-Each step is `steps.next_log_probs`, incremental (cached) by default. A sentence with n real source tokens
-gets at most `int(max_len_a * n + max_len_b)` target tokens (fairseq's convention, see `steps.py`), capped
-by the model's `max_len`. A row stops at the end symbol or at its maximum; the batch stops when every row
-has, and finished rows leave the batch. Captured (`capture`, by default on CUDA): the same tokens from
-fixed-shape steps replayed as a CUDA graph, no row leaving the batch (`static.greedy_fixed`).
+Each step is `steps.next_scores` (the logits: their argmax is the log-probabilities'; `next_log_probs`
+when a repetition rule needs the log-probabilities), incremental (cached) by default. A sentence with n real
+source tokens gets at most `int(max_len_a * n + max_len_b)` target tokens (fairseq's convention, see
+`steps.py`), capped by the model's `max_len`. A row stops at the end symbol or at its maximum; the batch
+stops when every row has, and finished rows leave the batch. Captured (`capture`, by default on CUDA): the
+same tokens from fixed-shape steps replayed as a CUDA graph, no row leaving the batch (`static.greedy_fixed`).
 
 B batch (sentences), S source length, t tokens generated so far, N rows still decoding, d width.
 """
@@ -21,8 +22,9 @@ from torch import Tensor, nn
 
 from tformer.decoding.constraints import Repetition, force, forced_at
 from tformer.decoding.decoder import Decoder, decoder_of
+from tformer.decoding.sampling import best
 from tformer.decoding.static import greedy_fixed
-from tformer.decoding.steps import encode_source, eval_mode, next_log_probs, reorder_rows
+from tformer.decoding.steps import encode_source, eval_mode, next_log_probs, next_scores, reorder_rows
 
 
 @torch.inference_mode()
@@ -54,9 +56,12 @@ def greedy(model: nn.Module | Decoder, src: Tensor, *, max_len_a: float = 1.2, m
         prefix = torch.empty(src.shape[0], 0, dtype=torch.long, device=memory.device)  # (N, t)
         out: list[list[int]] = [[] for _ in limits]
         for step in range(max(limits)):
-            log_probs = next_log_probs(model, prefix, memory, src_valid, caches=caches)  # (N, V)
-            scores = log_probs if repetition is None else repetition.apply(log_probs, prefix)
-            token = force(scores, forced_at(forced, sentence, step), log_probs).argmax(dim=-1)  # (N,)
+            if repetition is None:  # the argmax of the logits is the argmax of the log-probabilities
+                scores = own = next_scores(model, prefix, memory, src_valid, caches=caches)  # (N, V)
+            else:
+                own = next_log_probs(model, prefix, memory, src_valid, caches=caches)  # (N, V)
+                scores = repetition.apply(own, prefix)
+            token = best(force(scores, forced_at(forced, sentence, step), own))  # (N,)
             prefix = torch.cat([prefix, token[:, None]], dim=1)  # (N, t + 1)
             done = (token == config.eos_id) | (limit[sentence] <= step + 1)  # (N,)
             for row in done.nonzero().flatten().tolist():

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from tformer.decoding.captured import DecodeGraphs, bucket
 from tformer.decoding.constraints import NONE, Repetition, force, forced_at
-from tformer.decoding.sampling import filtered_probs, race, sample_next
+from tformer.decoding.sampling import best, filtered_probs, race, sample_next
 from tformer.decoding.steps import last_log_probs, next_logits
 from tformer.nn.kv_cache import FixedKVCache, KVCache, LayerCache
 
@@ -37,7 +37,7 @@ class Sampler:
 
     def __call__(self, scores: Tensor, generator: torch.Generator | None) -> Tensor:
         if self.temperature == 0:
-            return scores.argmax(dim=-1)  # (B,)
+            return best(scores)  # (B,)
         probs = filtered_probs(scores, temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)
         return race(probs, generator=generator)
 
@@ -197,7 +197,7 @@ class Translation:
                                    caches=self.caches)  # (B, 1, V); positions counted from `valid`
         log_probs = last_log_probs(logits, pad_id=self.pad_id, eos_id=self.eos_id)  # (B, V)
         scores = log_probs if self.history is None else self.repetition.apply(log_probs, self.history)
-        token = force(scores, forced, log_probs).argmax(dim=-1)  # (B,)
+        token = best(force(scores, forced, log_probs))  # (B,)
         self.token.copy_(token[:, None])
         self.out.index_copy_(1, self.position, token[:, None])
         if self.history is not None:

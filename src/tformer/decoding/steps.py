@@ -5,6 +5,8 @@ and scoring.
     source_lengths, max_lengths            how many target tokens each sentence may get
     encode_source(model, src, ...)         a translation search's start: lengths, forced prefixes, encoder
     next_log_probs(model, prefix, ...)     log p(v | y_<t, x) for every row: one decoder step
+    next_scores(model, prefix, ...)        the same step's logits, pad never proposed: greedy's argmax
+                                           needs no normalisation
     last_log_probs(logits, ...)            its last part: logits -> log-probabilities, pad never proposed
     next_logits(model, ids, valid, ...)    GPT generation's step: logits of the token after each prompt
     reorder_rows(index, caches, ...)       keep / repeat / permute rows, caches included
@@ -96,14 +98,31 @@ def next_log_probs(model: nn.Module, prefix: Tensor, memory: Tensor, src_valid: 
     far, memory (N, S, d), src_valid (N, S) -> (N, V) float32. With caches, only the newest token is fed
     (positions 0..t-1 are cached); without, the whole prefix is. The pad token is never proposed."""
     config = model.config
-    start = prefix.new_full((prefix.shape[0], 1), config.decoder_start_id)
+    return last_log_probs(_decode_next(model, prefix, memory, src_valid, caches=caches), pad_id=config.pad_id,
+                          eos_id=config.eos_id)
+
+
+def next_scores(model: nn.Module, prefix: Tensor, memory: Tensor, src_valid: Tensor, *,
+                caches: list[LayerCache] | None) -> Tensor:
+    """As `next_log_probs`, the logits (N, V) float32 before their normalisation, the pad token at -inf
+    (unless it is also the end symbol): the same argmax for a softmax-sized fraction of the step's time."""
+    config = model.config
+    scores = _decode_next(model, prefix, memory, src_valid, caches=caches)[:, -1].float()  # (N, V)
+    if config.pad_id != config.eos_id:
+        scores[:, config.pad_id] = float("-inf")
+    return scores
+
+
+def _decode_next(model: nn.Module, prefix: Tensor, memory: Tensor, src_valid: Tensor, *,
+                 caches: list[LayerCache] | None) -> Tensor:
+    """The decoder's logits (N, T, V) for prefix (N, t): T = 1 with caches (the newest token), else t + 1."""
+    start = prefix.new_full((prefix.shape[0], 1), model.config.decoder_start_id)
     inputs = torch.cat([start, prefix], dim=1)  # (N, t + 1)
     offset = 0
     if caches is not None:
         offset = prefix.shape[1]
         inputs = inputs[:, offset:]  # (N, 1): the newest token
-    logits = model.decode(inputs, memory, src_valid, caches=caches, offset=offset)  # (N, T, V)
-    return last_log_probs(logits, pad_id=config.pad_id, eos_id=config.eos_id)
+    return model.decode(inputs, memory, src_valid, caches=caches, offset=offset)  # (N, T, V)
 
 
 def last_log_probs(logits: Tensor, *, pad_id: int, eos_id: int) -> Tensor:
