@@ -135,6 +135,25 @@ def _live(cand_scores: Tensor, is_eos: Tensor, *, beam: int) -> Tensor:
     return rank.topk(beam, dim=1, largest=False).indices
 
 
+def _stay(rows: Tensor, k: int) -> Tensor:
+    """(N, K) an order of each sentence's K new hypotheses that leaves as many as possible in their parent's
+    place, so that fewer rows of the caches move (`KVCache.reorder`); rows (N, K) the parent of each, an index
+    into the N * k old rows, k = K. A parent's first child takes its place; the other children take, in
+    their order, the places whose old row has no child. On the demo translator (Acts, beam 4) this moves 22%
+    of the rows where the ranked order moves 58%. The search does not depend on the order of a sentence's
+    live hypotheses, save ties of exactly equal scores."""
+    n, beam = rows.shape
+    parent = rows - torch.arange(n, device=rows.device)[:, None] * k  # (N, K) in [0, K)
+    earlier = torch.ones(beam, beam, dtype=torch.bool, device=rows.device).tril(-1)  # (K, K) c' < c
+    first = ~((parent[:, :, None] == parent[:, None, :]) & earlier).any(dim=2)  # (N, K) a parent's first child
+    place = torch.arange(beam, device=rows.device)  # (K,)
+    taken = ((parent[:, :, None] == place) & first[:, :, None]).any(dim=1)  # (N, K) places a first child takes
+    free = (taken.long() * beam + place).argsort(dim=1)  # (N, K): the free places first, in order
+    rank = ((~first).long().cumsum(dim=1) - 1).clamp(min=0)  # (N, K) each later child's rank among them
+    slot = torch.where(first, parent, free.gather(1, rank))  # (N, K) where each hypothesis goes
+    return torch.empty_like(slot).scatter_(1, slot, place.expand(n, beam).contiguous())  # (N, K) who goes where
+
+
 def decoder_steps(decoder: Decoder, memory: Tensor, src_valid: Tensor, *, beam: int, limits: list[int],
                   use_cache: bool) -> EagerSteps | FixedSteps:
     """The decoder's steps for one batch: dynamic, or fixed-shape (kept in the decoder's graphs) and started."""
@@ -239,6 +258,8 @@ def beam_search(model: nn.Module | Decoder, src: Tensor, *, beam: int = 4, lenpe
 
             # ... and the best `beam` others live on, in the sentences that go on.
             pick = _live(cand_scores, is_eos, beam=beam)  # (N, K)
+            if k == beam:  # each hypothesis where its parent was, when it can (the caches move less)
+                pick = pick.gather(1, _stay(cand_rows.gather(1, pick), k))
             scores, rows, tokens = (x.gather(1, pick) for x in (cand_scores, cand_rows, cand_tokens))  # (N, K)
             keep = _going_on(ranking, finished, sentence, scores, rows, tokens, prefix, limits, step)  # (N',)
             if keep.numel() == 0:

@@ -67,8 +67,18 @@ class KVCache:
     def reorder(self, index: Tensor) -> None:
         """Keep the batch rows `index` (B',): only the filled positions are copied, into a second pair of
         buffers that then become the cache (beam search reorders at every step; copying the whole
-        preallocated length would move max_len / length times the bytes)."""
+        preallocated length would move max_len / length times the bytes). On a CPU, when as many rows stay
+        and at most a third of them take another row's keys (beam search places each hypothesis where its
+        parent was when it can: `beam._stay`), only those rows are copied, in place."""
         rows, n = index.numel(), self.length
+        if rows == self.k.shape[0] and index.device.type == "cpu":  # on a GPU, counting them would wait for it
+            moved = (index != torch.arange(rows)).nonzero().flatten()  # (M,) rows that take another's keys
+            if 3 * moved.numel() <= rows:
+                source = index[moved]  # (M,)
+                for cache in (self.k, self.v):
+                    filled = cache[:, :, :n]
+                    filled.index_copy_(0, moved, filled.index_select(0, source))  # read before written
+                return
         if self._spare is None or self._spare[0].shape[0] != rows:
             shape = (rows, *self.k.shape[1:])
             self._spare = (self.k.new_empty(shape), self.v.new_empty(shape))  # positions >= length: never read
