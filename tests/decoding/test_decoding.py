@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 import tformer
 from tformer.decoding import Hypothesis, beam_search, greedy, length_penalty
+from tformer.decoding.beam import _stay
 from tformer.decoding.steps import next_log_probs, next_scores
 
 PAD, START, EOS = 0, 1, 2
@@ -280,6 +281,21 @@ def test_stopping_finished_cached_matches_uncached_alone_and_never_beats_best(se
         assert [s[0].tokens for s in first] == [s[0].tokens for s in other]
     best = beam_search(model, src, beam=3, stopping="best")
     assert all(f[0].score <= b[0].score + 1e-5 for f, b in zip(first, best, strict=True))
+
+
+@pytest.mark.parametrize("parents", [[0, 1, 2, 3], [0, 0, 1, 2], [3, 3, 3, 3], [2, 0, 2, 1], [1, 3, 3, 0]])
+def test_stay_leaves_each_parents_first_child_in_its_place(parents: list[int]) -> None:
+    """Beam search's placement: a permutation of each sentence's hypotheses that keeps a child at each parent's
+    place, so that only K - (distinct parents) rows of the caches move."""
+    beam = len(parents)
+    local = torch.tensor([parents, parents[::-1]])  # (N, K) two sentences
+    rows = local + torch.arange(2)[:, None] * beam  # (N, K) indices into the N * K old rows
+    order = _stay(rows, beam)  # (N, K)
+    assert sorted(order[0].tolist()) == list(range(beam)) and sorted(order[1].tolist()) == list(range(beam))
+    placed = local.gather(1, order)  # (N, K) each place's parent
+    for row in placed.tolist():
+        assert {p for j, p in enumerate(row) if p == j} == set(row)  # every parent keeps a child in its place
+        assert sum(p != j for j, p in enumerate(row)) == beam - len(set(row))
 
 
 def test_length_penalty_formulas() -> None:

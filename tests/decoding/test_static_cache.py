@@ -44,6 +44,22 @@ def both(model: nn.Module, prompts: list[list[int]], **kw: object) -> tuple[list
 # --- the fixed KV cache -------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("index", [[0, 1, 2, 3, 4, 5], [0, 0, 2, 3, 4, 5], [1, 1, 2, 2, 5, 5], [5, 4, 3, 2, 1, 0],
+                                   [2, 0, 1, 3, 4, 5], [1, 3], [5, 5, 5, 0, 0, 0, 1, 1]])
+def test_growing_cache_reorder_keeps_the_rows_asked_for(index: list[int]) -> None:
+    """As many rows with a few taking another's keys (copied in place), a permutation, fewer rows, more."""
+    b, hk, s_max, d = 6, 2, 8, 4
+    cache = KVCache(batch=b, n_kv_heads=hk, max_len=s_max, head_dim=d)
+    k, v = torch.randn(b, hk, 3, d), torch.randn(b, hk, 3, d)
+    cache.update(k, v)
+    cache.reorder(torch.tensor(index))
+    rows = torch.tensor(index)
+    new_k, new_v = torch.randn(len(index), hk, 1, d), torch.randn(len(index), hk, 1, d)
+    got_k, got_v = cache.update(new_k, new_v)  # (B', Hk, 4, D)
+    torch.testing.assert_close(got_k, torch.cat([k[rows], new_k], dim=2), rtol=0, atol=0)
+    torch.testing.assert_close(got_v, torch.cat([v[rows], new_v], dim=2), rtol=0, atol=0)
+
+
 def test_fixed_cache_writes_at_the_position_tensor_and_reorders_in_place() -> None:
     b, hk, s_max, d = 3, 2, 8, 4
     grow = KVCache(batch=b, n_kv_heads=hk, max_len=s_max, head_dim=d)
