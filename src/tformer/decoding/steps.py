@@ -108,9 +108,7 @@ def next_scores(model: nn.Module, prefix: Tensor, memory: Tensor, src_valid: Ten
     (unless it is also the end symbol): the same argmax for a softmax-sized fraction of the step's time."""
     config = model.config
     scores = _decode_next(model, prefix, memory, src_valid, caches=caches)[:, -1].float()  # (N, V)
-    if config.pad_id != config.eos_id:
-        scores[:, config.pad_id] = float("-inf")
-    return scores
+    return _without_pad(scores, pad_id=config.pad_id, eos_id=config.eos_id)
 
 
 def _decode_next(model: nn.Module, prefix: Tensor, memory: Tensor, src_valid: Tensor, *,
@@ -129,9 +127,14 @@ def last_log_probs(logits: Tensor, *, pad_id: int, eos_id: int) -> Tensor:
     """Decoder logits (N, T, V) -> log-probabilities (N, V) float32 of the token after the last position, the
     pad token never proposed (unless it is also the end symbol)."""
     log_probs = torch.log_softmax(logits[:, -1].float(), dim=-1)  # (N, V)
+    return _without_pad(log_probs, pad_id=pad_id, eos_id=eos_id)
+
+
+def _without_pad(scores: Tensor, *, pad_id: int, eos_id: int) -> Tensor:
+    """scores (N, V), the pad token's set to -inf in place (unless it is also the end symbol)."""
     if pad_id != eos_id:
-        log_probs[:, pad_id] = float("-inf")
-    return log_probs
+        scores[:, pad_id] = float("-inf")
+    return scores
 
 
 def next_logits(model: nn.Module, ids: Tensor, valid: Tensor | None, *,
