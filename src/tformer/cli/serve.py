@@ -16,6 +16,7 @@ import importlib.util
 import ipaddress
 import os
 import sys
+from functools import partial
 
 from tformer.cli import options, shared
 from tformer.errors import UserError, install_hint
@@ -70,7 +71,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     if any(importlib.util.find_spec(name) is None for name in ("fastapi", "uvicorn")):
         raise UserError(INSTALL)
-    from tformer.serve.app import create_app
+    from tformer.serve.app import create_app, model_thread
     from tformer.serve.doors import Doors
     from tformer.serve.endpoints import load_service
     from tformer.serve.limits import Limits
@@ -84,9 +85,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     doors = Doors(host=args.host, allow_hosts=tuple(args.allow_host or ()), api_key=api_key,
                   header_timeout=args.header_timeout, body_timeout=args.body_timeout,
                   max_connections=args.max_connections)
-    service = load_service(args.checkpoint, limits=limits, **shared.placement(args), draft=args.draft,
-                           draft_tokens=shared.draft_tokens(args))
-    sock = bind(args.host, args.port)
+    thread = model_thread()  # loads the checkpoint too, so that no other thread runs the model's operators
+    try:
+        service = thread.submit(partial(load_service, args.checkpoint, limits=limits, **shared.placement(args),
+                                        draft=args.draft, draft_tokens=shared.draft_tokens(args))).result()
+        sock = bind(args.host, args.port)
+    except BaseException:
+        thread.shutdown(wait=False)
+        raise
     print(f"tformer serve: {service.kind} checkpoint {args.checkpoint} on {service.info()['device']}; listening on "
           f"{url_of(sock)} (endpoints: {', '.join('/' + e for e in service.endpoints)}; Ctrl-C stops)", flush=True)
     address = sock.getsockname()[0]
@@ -95,7 +101,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
               f"authentication: anyone who reaches it can use the model; give --api-key (or ${API_KEY_VARIABLE}), "
               "and put a TLS proxy in front", file=sys.stderr, flush=True)
     try:
-        make_server(create_app(service), doors=doors, log_level="info").run(sockets=[sock])
+        make_server(create_app(service, thread=thread), doors=doors, log_level="info").run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn stops gracefully on Ctrl-C, then raises it again
         pass
     print("tformer serve: stopped", flush=True)

@@ -16,7 +16,7 @@ is allowed), 404 for an endpoint this model does not serve (naming those it does
 the GET paths is GET without the body; a path with a trailing slash is no endpoint (404), never a redirect.
 Decoding requests go through the micro-batcher (`batching`), generations through the continuous scheduler
 (`scheduler`, unless --generate-batching micro); the app starts and stops them with its life, and both run the
-model in its one thread.
+model in its one thread (`model_thread`).
 """
 
 from __future__ import annotations
@@ -42,12 +42,24 @@ from tformer.serve.scheduler import Scheduler
 from tformer.serve.service import Endpoint, Service, Submit
 
 
-def create_app(service: Service, *, sleep: Sleep = asyncio.sleep) -> FastAPI:
-    """The app serving `service`; its micro-batcher and its schedulers run while the app does (ASGI lifespan),
-    the batches waiting for company with `sleep` (tests pass one they end themselves). Each endpoint of
-    `ENDPOINTS` gets its POST route."""
+def model_thread() -> ThreadPoolExecutor:
+    """The one thread that runs the model: best made before the checkpoint is loaded, and the loading run in it
+    (`thread.submit(load_service, ...)`), so that no other thread of the process ever runs torch's parallel
+    operators. Each thread that does gets its own team of OpenMP threads; once the process holds more of them
+    than it has cores, OpenMP stops spinning between operators and every operator waits for its threads to be
+    woken: a batch-1 step of the bench's GPT took 15 ms instead of 8 with the model loaded in the main thread
+    and run in this one (docs/serve.md, "One thread for the model")."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="tformer-model")
+
+
+def create_app(service: Service, *, thread: ThreadPoolExecutor | None = None,
+               sleep: Sleep = asyncio.sleep) -> FastAPI:
+    """The app serving `service` in `thread` (`model_thread`, the one `service` was loaded in; None: a new
+    one); its micro-batcher and its schedulers run while the app does (ASGI lifespan), the thread is shut
+    down with it, and the batches wait for company with `sleep` (tests pass one they end themselves). Each
+    endpoint of `ENDPOINTS` gets its POST route."""
     limits = service.limits
-    thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tformer-model")  # all the model's work
+    thread = thread or model_thread()  # all the model's work
     batcher = MicroBatcher(partial(run_batch, service.loaded), max_batch=limits.max_batch,
                            wait_s=limits.batch_wait_ms / 1000, sleep=sleep, thread=thread)
     schedulers = schedulers_of(service, thread)
