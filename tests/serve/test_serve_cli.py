@@ -1,6 +1,7 @@
 """`tformer serve` as a command: it starts a real server (a subprocess here, on a free port it prints) and
-stops on Ctrl-C with exit code 0; a bad option or checkpoint is one line `tformer: error: ...` and exit code
-2 before anything listens; and without FastAPI and uvicorn it says how to install the `serve` extra."""
+stops on Ctrl-C with exit code 0; it loads the checkpoint in the thread that then runs the model's work; a
+bad option or checkpoint is one line `tformer: error: ...` and exit code 2 before anything listens; and
+without FastAPI and uvicorn it says how to install the `serve` extra."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from serving import call
@@ -44,6 +47,36 @@ def test_serve_starts_answers_and_stops_on_ctrl_c(checkpoints: dict[str, Path]) 
             raise
     assert code == 0
     assert "Traceback" not in process.stderr.read()
+
+
+def test_the_checkpoint_is_loaded_in_the_thread_that_runs_the_model(checkpoints: dict[str, Path],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from tformer.serve import app, endpoints, server
+
+    seen: dict[str, Any] = {}
+
+    def load_service(*args: Any, **kwargs: Any) -> Any:
+        seen["loader"] = threading.current_thread()
+        return real_load(*args, **kwargs)
+
+    def create_app(service: Any, *, thread: Any) -> Any:
+        seen["runner"] = thread.submit(threading.current_thread).result()
+        return real_create(service, thread=thread)
+
+    class Quiet:  # the server, not run: the app was made
+        def __init__(self, made: Any, **options: Any) -> None:
+            seen["app"] = made
+
+        def run(self, sockets: list) -> None:
+            sockets[0].close()
+
+    real_load, real_create = endpoints.load_service, app.create_app
+    monkeypatch.setattr(endpoints, "load_service", load_service)
+    monkeypatch.setattr(app, "create_app", create_app)
+    monkeypatch.setattr(server, "make_server", Quiet)
+    assert main(["serve", "--checkpoint", str(checkpoints["gpt"]), "--port", "0", "--device", "cpu"]) == 0
+    assert seen["loader"] is seen["runner"] and seen["loader"] is not threading.main_thread()
+    assert seen["loader"].name.startswith("tformer-model") and "app" in seen
 
 
 @pytest.mark.parametrize("argv, words", [
