@@ -151,4 +151,4 @@ def add_error_handlers(app: FastAPI, service: Service) -> None:
         return JSONResponse({"error": refusal(e)}, status_code=500)
 
 
-__all__ = ["create_app", "route", "schedulers_of"]
+__all__ = ["create_app", "model_thread", "route", "schedulers_of"]
