@@ -3,7 +3,8 @@ requests and on a step's tokens hold, a request that ends frees its row for the 
 on, an error ends its own request only, a fault of a step ends the live ones and the next request is served,
 and a request whose client left leaves. With /generate's real batch over a tiny GPT, requests admitted at
 different token boundaries each get what `inference.continue_prompt` gives them alone (greedy, seeded
-sampling), and their streams add up to their answers.
+sampling), and their streams add up to their answers; a decode step hands its pieces on when it has ended, an
+admitted prompt its first piece at once.
 
 Nothing here depends on timing: a `Gate` holds the model's thread inside every step until the test lets
 that one step run, so the test submits requests between chosen steps."""
@@ -91,6 +92,9 @@ class Fake:
                 del self.rows[key]
         if self.gate:
             self.gate.done()
+
+    def streamed(self) -> list:
+        return []
 
     def finished(self) -> list:
         done, self.done = self.done, []
@@ -248,6 +252,29 @@ def test_staggered_generations_each_equal_the_library_alone(checkpoints: dict[st
     answers, pieces, stats = asyncio.run(main())
     assert [a["text"] for a in answers] == alone == ["".join(p) for p in pieces]
     assert stats["largest"] == rows and stats["requests"] == len(ARRIVALS)
+
+
+def test_a_decode_steps_pieces_wait_for_its_end_and_a_first_piece_does_not(checkpoints: dict[str, Path]) -> None:
+    service = load_service(checkpoints["gpt"], limits=Limits(max_batch=2, max_new_tokens=8), device="cpu")
+    batch, pieces = generate.Stepper(service.loaded, rows=2), []
+    settings = {"temperature": 0.0, "stop": False}
+    work = generate.prepare(service, prompt="the cat", max_new_tokens=8, emit=pieces.append, **settings).work
+    batch.admit("a", work)
+    assert len(pieces) == 1  # the prompt's first token, handed on at once
+    held = 0
+    while batch.live:
+        batch.step()
+        assert len(pieces) == 1 + held  # nothing handed on by the step itself
+        calls = batch.streamed()
+        for call in calls:
+            call()
+        held += len(calls)
+        assert len(pieces) == 1 + held and batch.streamed() == []
+    ((key, answer),) = batch.finished()
+    assert key == "a" and held == 7 and "".join(pieces) == answer["text"]
+    alone = continue_prompt(service.loaded.model, service.loaded.tokenizer, "the cat", SampleConfig(**settings),
+                            max_new_tokens=8)
+    assert answer["text"] == alone
 
 
 def test_limits_take_only_the_known_ways_of_batching_generations() -> None:

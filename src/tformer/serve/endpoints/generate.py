@@ -19,6 +19,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar
 
 from fastapi.responses import StreamingResponse
@@ -136,7 +137,9 @@ def _run_rows(loaded: Loaded, rows: list[GenerateWork], streams: list[Any]) -> N
 
 class Stepper:
     """The works of /generate in a continuous batch of at most `rows` (`serve.scheduler.Stepped`): each row's
-    tokens pushed to its text stream (and its `emit`) as they come; its answer as `run` gives it."""
+    tokens pushed to its text stream as they come, and its answer as `run` gives it. A piece of text goes to
+    the work's `emit` at once when the row's prompt is admitted, and after the step (`streamed`, which the
+    scheduler calls in the event loop) when a decode step draws it."""
 
     def __init__(self, loaded: Loaded, *, rows: int) -> None:
         self.loaded, self.rows = loaded, rows
@@ -145,6 +148,8 @@ class Stepper:
     def reset(self) -> None:
         self.batch = Running(self.loaded.decoder, rows=self.rows, eos_id=self.loaded.config.eos_id)
         self.works: dict[Any, tuple[GenerateWork, TextStream]] = {}
+        self.held: list[Callable[[], None]] | None = None  # while a step runs: its pieces, as calls of `emit`
+        self.last: list[Callable[[], None]] = []  # the last step's, until `streamed`
 
     @property
     def live(self) -> int:
@@ -160,12 +165,23 @@ class Stepper:
         def on_token(token: int) -> None:
             piece = stream.push(token)
             if piece and work.emit is not None:
-                work.emit(piece)
+                if self.held is None:
+                    work.emit(piece)
+                else:
+                    self.held.append(partial(work.emit, piece))
 
         self.batch.admit(key, work.ids, max_new_tokens=work.max_new, settings=work.settings, on_token=on_token)
 
     def step(self) -> None:
-        self.batch.step()
+        self.held = []
+        try:
+            self.batch.step()
+        finally:
+            self.last, self.held = self.last + self.held, None
+
+    def streamed(self) -> list[Callable[[], None]]:
+        last, self.last = self.last, []
+        return last
 
     def finished(self) -> list[tuple[Any, Any]]:
         out = []
