@@ -24,9 +24,9 @@ and the scheduler goes on with an empty batch. A request whose client went away 
 
 The text a decode step streams is handed to the event loop after the step, all at once (`Stepped.streamed`),
 rather than piece by piece while it runs: each piece handed over wakes the loop, which then takes Python's
-interpreter lock from the model's thread between two of its operators. Holding them made 4.5-7% more
-tokens/s at 32 streaming clients (docs/serve.md, "Under load"). A newly admitted request's first piece is
-not held, so its first token comes as soon as its prompt is prefilled.
+interpreter lock from the model's thread between two of its operators. Holding them made 5% more tokens/s
+at 32 streaming clients (docs/serve.md, "Continuous batching of generations"). A newly admitted request's
+first piece is not held, so its first token comes as soon as its prompt is prefilled.
 """
 
 from __future__ import annotations
