@@ -71,7 +71,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     if any(importlib.util.find_spec(name) is None for name in ("fastapi", "uvicorn")):
         raise UserError(INSTALL)
-    from tformer.serve.app import create_app, model_thread
+    from tformer.serve.app import create_app
+    from tformer.serve.batching import model_thread
     from tformer.serve.doors import Doors
     from tformer.serve.endpoints import load_service
     from tformer.serve.limits import Limits

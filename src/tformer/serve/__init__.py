@@ -8,11 +8,11 @@ micro-batches, generations in a continuous batch.
     service.py   the loaded model, what an endpoint is, and the checks every endpoint shares
     endpoints/   one module per POST endpoint (its body, work, checks, batch runner and answer), listed in
                  its __init__.py, which also loads a checkpoint with the endpoints it serves
-    batching.py  the micro-batcher: a queue and one worker that runs batches in the model's thread
+    batching.py  the micro-batcher: a queue and one worker that runs batches in the model's thread; that
+                 thread (the checkpoint loaded in it too)
     scheduler.py continuous batching of generations: requests join and leave the running batch at token
                  boundaries, step by step in the same thread
-    app.py       the FastAPI app: /health, /info, a route per endpoint, errors as {"error": ...}; the model's
-                 one thread (the checkpoint loaded in it too)
+    app.py       the FastAPI app: /health, /info, a route per endpoint, errors as {"error": ...}
     page.py      the web page (static/: HTML, CSS, JavaScript; no build step)
     doors.py     who may come in: Host allow-list, Origin, content type, API key; the body's deadline
     connections.py  the h11 protocol with a deadline for headers and a cap on connections; EMFILE in one line

@@ -16,7 +16,7 @@ is allowed), 404 for an endpoint this model does not serve (naming those it does
 the GET paths is GET without the body; a path with a trailing slash is no endpoint (404), never a redirect.
 Decoding requests go through the micro-batcher (`batching`), generations through the continuous scheduler
 (`scheduler`, unless --generate-batching micro); the app starts and stops them with its life, and both run the
-model in its one thread (`model_thread`).
+model in its one thread (`batching.model_thread`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from starlette.exceptions import HTTPException
 
 from tformer.errors import UserError
 from tformer.serve import page
-from tformer.serve.batching import MicroBatcher, Sleep
+from tformer.serve.batching import MicroBatcher, Sleep, model_thread
 from tformer.serve.endpoints import ENDPOINTS, run_batch
 from tformer.serve.errors import error_message, refusal, status_of
 from tformer.serve.requests import read_body
@@ -42,19 +42,9 @@ from tformer.serve.scheduler import Scheduler
 from tformer.serve.service import Endpoint, Service, Submit
 
 
-def model_thread() -> ThreadPoolExecutor:
-    """The one thread that runs the model: best made before the checkpoint is loaded, and the loading run in it
-    (`thread.submit(load_service, ...)`), so that no other thread of the process ever runs torch's parallel
-    operators. Each thread that does gets its own team of OpenMP threads; once the process holds more of them
-    than it has cores, OpenMP stops spinning between operators and every operator waits for its threads to be
-    woken: a batch-1 step of the bench's GPT took 15 ms instead of 8 with the model loaded in the main thread
-    and run in this one (docs/serve.md, "One thread for the model")."""
-    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="tformer-model")
-
-
 def create_app(service: Service, *, thread: ThreadPoolExecutor | None = None,
                sleep: Sleep = asyncio.sleep) -> FastAPI:
-    """The app serving `service` in `thread` (`model_thread`, the one `service` was loaded in; None: a new
+    """The app serving `service` in `thread` (`batching.model_thread`, the one `service` was loaded in; None: a new
     one); its micro-batcher and its schedulers run while the app does (ASGI lifespan), the thread is shut
     down with it, and the batches wait for company with `sleep` (tests pass one they end themselves). Each
     endpoint of `ENDPOINTS` gets its POST route."""
@@ -151,4 +141,4 @@ def add_error_handlers(app: FastAPI, service: Service) -> None:
         return JSONResponse({"error": refusal(e)}, status_code=500)
 
 
-__all__ = ["create_app", "model_thread", "route", "schedulers_of"]
+__all__ = ["create_app", "route", "schedulers_of"]

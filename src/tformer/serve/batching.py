@@ -72,6 +72,16 @@ class Worker(ABC):
         """Drain the queue until cancelled."""
 
 
+def model_thread() -> ThreadPoolExecutor:
+    """The one thread that runs the model: best made before the checkpoint is loaded, and the loading run in it
+    (`thread.submit(load_service, ...)`), so that no other thread of the process ever runs torch's parallel
+    operators. Each thread that does gets its own team of OpenMP threads; once the process holds more of them
+    than it has cores, OpenMP stops spinning between operators and every operator waits for its threads to be
+    woken: a batch-1 step of the bench's GPT took 15 ms instead of 8 with the model loaded in the main thread
+    and run in this one (docs/serve.md, "One thread for the model")."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="tformer-model")
+
+
 class MicroBatcher(Worker):
     """Collects jobs into batches of at most `max_batch` sentences and runs them with `run(works)` in one
     worker thread. `submit` from the event loop; `start` and `stop` around the server's life. A batch's
@@ -87,7 +97,7 @@ class MicroBatcher(Worker):
         self.sentences = 0  # sentences decoded
         self._held: tuple[Job, asyncio.Future] | None = None  # a job that did not fit the last batch
         self._own = thread is None
-        self._thread = thread or ThreadPoolExecutor(max_workers=1, thread_name_prefix="tformer-model")
+        self._thread = thread or model_thread()
 
     async def stop(self) -> None:
         await super().stop()
@@ -183,4 +193,4 @@ def groups(batch: list[tuple[Job, Any]]) -> list[list[tuple[Job, Any]]]:
     return out
 
 
-__all__ = ["Job", "MicroBatcher", "Runner", "Sleep", "Worker", "groups"]
+__all__ = ["Job", "MicroBatcher", "Runner", "Sleep", "Worker", "groups", "model_thread"]

@@ -148,8 +148,8 @@ class Stepper:
     def reset(self) -> None:
         self.batch = Running(self.loaded.decoder, rows=self.rows, eos_id=self.loaded.config.eos_id)
         self.works: dict[Any, tuple[GenerateWork, TextStream]] = {}
-        self.held: list[Callable[[], None]] | None = None  # while a step runs: its pieces, as calls of `emit`
-        self.last: list[Callable[[], None]] = []  # the last step's, until `streamed`
+        self.stepping = False
+        self.held: list[Callable[[], None]] = []  # the pieces decode steps drew, as calls of `emit`, until `streamed`
 
     @property
     def live(self) -> int:
@@ -165,23 +165,23 @@ class Stepper:
         def on_token(token: int) -> None:
             piece = stream.push(token)
             if piece and work.emit is not None:
-                if self.held is None:
-                    work.emit(piece)
-                else:
+                if self.stepping:
                     self.held.append(partial(work.emit, piece))
+                else:
+                    work.emit(piece)
 
         self.batch.admit(key, work.ids, max_new_tokens=work.max_new, settings=work.settings, on_token=on_token)
 
     def step(self) -> None:
-        self.held = []
+        self.stepping = True
         try:
             self.batch.step()
         finally:
-            self.last, self.held = self.last + self.held, None
+            self.stepping = False
 
     def streamed(self) -> list[Callable[[], None]]:
-        last, self.last = self.last, []
-        return last
+        held, self.held = self.held, []
+        return held
 
     def finished(self) -> list[tuple[Any, Any]]:
         out = []
