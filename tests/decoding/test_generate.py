@@ -72,6 +72,20 @@ def test_cached_tokens_equal_uncached(variant: str) -> None:
     assert model.training  # mode restored
 
 
+def test_the_head_reads_only_the_positions_whose_logits_are_used() -> None:
+    """`last=k` gives the last k positions' logits; generation's prefill (and each step) asks for one, so
+    the vocabulary-wide head never runs over a whole prompt."""
+    model = tiny_model("rope-gqa").eval()
+    ids = torch.tensor([PROMPTS[2]])  # (1, 7)
+    with torch.no_grad():
+        full = model(ids)  # (1, 7, V)
+        torch.testing.assert_close(model(ids, last=3), full[:, -3:], atol=1e-5, rtol=0)
+    rows_seen = []
+    model.lm_head.register_forward_hook(lambda module, args, out: rows_seen.append(args[0].shape[1]))
+    generate_greedy(model, PROMPTS, max_new_tokens=4)
+    assert rows_seen == [1, 1, 1, 1]  # the prefill of 7 columns, then three steps: one position each
+
+
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_batched_left_padded_equals_one_at_a_time(variant: str) -> None:
     model = tiny_model(variant)

@@ -107,7 +107,7 @@ class Running:
             caches = self.model.new_caches(1, len(row.ids))
             with eval_mode(self.model, rows=1, layout=self.decoder.layout):
                 ids = torch.tensor([row.ids], dtype=torch.long, device=self.device)  # (1, P)
-                logits = self.model(ids, caches=caches)[:, -1].float()  # (1, V): as `generate`'s prefill
+                logits = self.model(ids, caches=caches, last=1)[:, -1].float()  # (1, V): as `generate`'s prefill
             row.cached = len(row.ids)
             if self._draw(row, logits, None):
                 self._join(row, caches)

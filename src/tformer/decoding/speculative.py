@@ -144,10 +144,10 @@ class _Model:
     def length(self) -> int:
         return self.caches[0].mixer_state.length
 
-    def read(self, seq: list[int]) -> Tensor:
-        """Logits (T, V) float32 after each token of `seq` not cached yet (T of them)."""
-        new = torch.tensor(seq[self.length:], dtype=torch.long, device=self.device)[None]  # (1, T)
-        return self.model(new, caches=self.caches)[0].float()  # (T, V)
+    def read(self, seq: list[int], last: int) -> Tensor:
+        """Logits (L, V) float32 after each of the `last` (L) last tokens of `seq`, reading the ones not cached."""
+        new = torch.tensor(seq[self.length:], dtype=torch.long, device=self.device)[None]  # (1, T), T >= L
+        return self.model(new, caches=self.caches, last=last)[0].float()  # (L, V)
 
     def keep(self, length: int) -> None:
         """Forget the cached tokens from `length` on (none if fewer are cached)."""
@@ -190,7 +190,7 @@ def _propose(draft: _Model, seq: list[int], k: int, choose: _Chooser) -> tuple[l
     qs: list[Tensor] = []
     for _ in range(k):
         context = seq + proposal
-        scores = choose.scores(draft.read(context)[-1], context)  # (V,)
+        scores = choose.scores(draft.read(context, 1)[0], context)  # (V,)
         if choose.greedy:
             proposal.append(int(scores.argmax()))
         else:
@@ -263,7 +263,7 @@ def speculative_generate(target: nn.Module | Decoder, draft: nn.Module | Decoder
             # the last round proposes fewer: the target never reads past prompt + max_new_tokens - 1
             k = min(draft_tokens, max_new_tokens - len(out) - 1)
             proposal, qs = _propose(proposer, seq, k, choose)
-            logits = verifier.read(seq + proposal)[-(k + 1):]  # (K + 1, V): after seq + proposal[:i]
+            logits = verifier.read(seq + proposal, k + 1)  # (K + 1, V): after seq + proposal[:i]
             accepted, token = _verify(logits, seq, proposal, qs, choose)
             stats.proposed += k
             stats.accepted += accepted

@@ -144,7 +144,7 @@ def next_logits(model: nn.Module, ids: Tensor, valid: Tensor | None, *,
     ids not cached yet are fed (all of them at prefill, then the newest one); without, the whole sequence is."""
     start = 0 if caches is None else caches[0].mixer_state.length
     positions = None if valid is None else left_padded_positions(valid)[:, start:]  # (N, T)
-    logits = model(ids[:, start:], valid=valid, positions=positions, caches=caches)  # (N, T, V)
+    logits = model(ids[:, start:], valid=valid, positions=positions, caches=caches, last=1)  # (N, 1, V)
     return logits[:, -1].float()
 
 
