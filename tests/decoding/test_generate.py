@@ -80,6 +80,9 @@ def test_the_head_reads_only_the_positions_whose_logits_are_used() -> None:
     with torch.no_grad():
         full = model(ids)  # (1, 7, V)
         torch.testing.assert_close(model(ids, last=3), full[:, -3:], atol=1e-5, rtol=0)
+        for bad in (0, 8):
+            with pytest.raises(ValueError, match=f"last={bad}: the logits of 1 to 7"):
+                model(ids, last=bad)
     rows_seen = []
     model.lm_head.register_forward_hook(lambda module, args, out: rows_seen.append(args[0].shape[1]))
     generate_greedy(model, PROMPTS, max_new_tokens=4)

@@ -36,6 +36,8 @@ class GPT(nn.Module):
         `last`: the logits of the last `last` positions only (None: all). A prefill needs one position's, and
         the head over every prompt position is about an eighth of its time (d 512, 8,192 tokens).
         Returns logits (B, T, V), or (B, last, V)."""
+        if last is not None and not 0 < last <= ids.shape[1]:
+            raise ValueError(f"last={last}: the logits of 1 to {ids.shape[1]} last positions (the ids' length)")
         offset = 0 if caches is None else caches[0].mixer_state.length
         if positions is None:
             positions = positions_for(ids, offset, valid=valid)
