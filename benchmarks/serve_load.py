@@ -30,6 +30,7 @@ Generation (`--mode generate`): continuous batching against today's micro-batchi
 
     python -m benchmarks.serve_load --mode generate [--checkpoint GPT] [--requests 256] [--clients 32,128]
         [--max-batch 32] [--new-tokens 16,256] [--think-ms 100] [--batching continuous,micro] [--device cpu]
+        [--against DIR] [--rounds 1]
 
 Each server is `tformer serve --generate-batching continuous` or `micro` in its own process (one after the
 other, the same --max-batch, --batch-wait-ms and --max-new-tokens). C clients each send their share of
@@ -43,6 +44,14 @@ events) at p50 and p99, and how many answers were right: status 200, the `done` 
 request decoded alone by the library in this process (`inference.continue_prompt`, greedy), and the streamed
 pieces the start of it (all of it, but for an unfinished character the stream holds back at the end). The
 ratio is continuous over micro tokens/s at the largest C. Both servers get two warm-up requests first.
+
+`--against DIR` loads one more server, `micro@DIR`: the micro-batched /generate of another checkout of tformer
+(DIR its root, as `git worktree add DIR COMMIT` makes one; the server runs with DIR/src first on its
+PYTHONPATH), so that a change is measured against the code before it under the same load. A checkout from
+before continuous batching, whose `tformer serve` has no --generate-batching, gets none of its options. Its
+answers are checked against this checkout's library alone, like the others'. `--rounds N` starts the servers
+in turn N times: the machine's speed drifts over minutes, so a comparison is a pair from one round, and the
+ratios are printed per round.
 
 The GPT: --checkpoint (a GPT checkpoint, such as `benchmarks.bench_models.gpt`'s trained one), else a randomly
 initialised GPT of GPT-2's shape (6 layers, d 512, 8 heads, d_ff 2048, context 512) with a character
@@ -107,6 +116,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batching", default="continuous,micro", help="generate: the servers' --generate-batching")
     p.add_argument("--max-step-tokens", type=int, default=512, help="generate: the continuous server's cap")
     p.add_argument("--seed", type=int, default=0, help="generate: the draws of lengths, prompts and pauses")
+    p.add_argument("--against", type=Path, default=None, help="generate: also another checkout's micro-batching")
+    p.add_argument("--rounds", type=int, default=1, help="generate: the servers started in turn this many times")
     args = p.parse_args(argv)
     if args.mode == "generate":
         if args.quick:
@@ -115,8 +126,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     elif args.quick:
         apply_quick(p, args, QUICK)
     args.client_counts = [int(c) for c in str(args.clients).split(",")]
-    if args.requests < 1 or args.texts < 1 or min(args.client_counts) < 1:
-        p.error("--requests, --texts and every --clients count must be positive")
+    if args.requests < 1 or args.texts < 1 or args.rounds < 1 or min(args.client_counts) < 1:
+        p.error("--requests, --texts, --rounds and every --clients count must be positive")
+    if args.against is not None and not (args.against / "src" / "tformer").is_dir():
+        p.error(f"--against {args.against}: not a checkout of tformer (no src/tformer in it)")
     low, _, high = str(args.new_tokens).partition(",")
     args.new_range = (int(low), int(high or low))
     if not 1 <= args.new_range[0] <= args.new_range[1]:
@@ -179,13 +192,14 @@ def source_sentences(args: argparse.Namespace, checkpoint: Path) -> list[str]:
 class Server:
     """`tformer serve` in a subprocess: `with Server(checkpoint, options) as url:`; stopped with Ctrl-C."""
 
-    def __init__(self, checkpoint: Path, options: list[str]) -> None:
+    def __init__(self, checkpoint: Path, options: list[str], env: dict[str, str] | None = None) -> None:
         self.argv = [sys.executable, "-m", "tformer", "serve", "--checkpoint", str(checkpoint), "--port", "0",
                      *options]
+        self.env = env  # None: this process's
 
     def __enter__(self) -> str:
         self.log = tempfile.TemporaryFile(mode="w+")  # the server's stderr: a pipe nobody reads could fill up
-        self.process = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        self.process = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=self.log, text=True, env=self.env)
         line = self.process.stdout.readline()  # "tformer serve: ... listening on URL (...)", then nothing
         match = re.search(r"listening on (http://\S+) ", line)
         if match is None:
@@ -204,21 +218,24 @@ class Server:
         self.log.close()
 
 
-def load_servers(checkpoint: Path, servers: list[tuple[str, list[str], list[int]]], *,
+def load_servers(checkpoint: Path, servers: list[tuple[str, list[str], list[int], dict[str, str] | None]], *,
                  warm_up: Callable[[str], object], measure_one: Callable[[str, int], dict[str, Any]],
-                 head: list[str], align: str, cells: Callable[[dict[str, Any]], list[object]]) -> list[dict[str, Any]]:
-    """Each server (name, its options, the numbers of clients to load it with) started in turn, warmed up by
-    `warm_up(url)`, then loaded by each number of clients, `measure_one(url, clients)` giving the row, printed
-    as it comes (a table's rows under `head`, `cells` of each). Returns the rows, each with its server's name."""
+                 head: list[str], align: str, cells: Callable[[dict[str, Any]], list[object]],
+                 rounds: int = 1) -> list[dict[str, Any]]:
+    """Each server (name, its options, the numbers of clients to load it with, its environment or None)
+    started in turn, `rounds` times, warmed up by `warm_up(url)`, then loaded by each number of clients,
+    `measure_one(url, clients)` giving the row, printed as it comes (a table's rows under `head`, `cells` of
+    each). Returns the rows, each with its server's name and its round (from 0)."""
     print(table_head(head, align), flush=True)
     rows = []
-    for name, options, counts in servers:
-        with Server(checkpoint, options) as url:
-            warm_up(url)
-            for clients in counts:
-                row = {"server": name, **measure_one(url, clients)}
-                rows.append(row)
-                print(table_row(cells(row)), flush=True)
+    for round_ in range(rounds):
+        for name, options, counts, env in servers:
+            with Server(checkpoint, options, env) as url:
+                warm_up(url)
+                for clients in counts:
+                    row = {"server": name, "round": round_, **measure_one(url, clients)}
+                    rows.append(row)
+                    print(table_row(cells(row)), flush=True)
     return rows
 
 
@@ -328,6 +345,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         servers = [("micro-batching", [*common, str(args.max_batch), "--batch-wait-ms", str(args.batch_wait_ms)],
                     args.client_counts),
                    ("one at a time", [*common, str(k), "--batch-wait-ms", "0"], [max(args.client_counts)])]
+        servers = [(*server, None) for server in servers]
         rows = load_servers(checkpoint, servers, warm_up=lambda url: load(url, bodies[:2], 1),
                             measure_one=lambda url, clients: measure(url, bodies, expected, clients, k),
                             head=TRANSLATION_HEAD, align=ALIGN, cells=translation_cells)
@@ -476,22 +494,41 @@ def main_generate(args: argparse.Namespace) -> dict[str, Any]:
                                               SampleConfig(temperature=0.0), max_new_tokens=b["max_new_tokens"])
                     for b in bodies]
         del loaded
-        options = ["--device", args.device, "--max-batch", str(args.max_batch), "--batch-wait-ms",
-                   str(args.batch_wait_ms), "--max-new-tokens", str(args.new_range[1]), "--max-step-tokens",
-                   str(args.max_step_tokens), "--generate-batching"]
-        servers = [(batching, [*options, batching], args.client_counts) for batching in args.batchings]
+        base = ["--device", args.device, "--max-batch", str(args.max_batch), "--batch-wait-ms",
+                str(args.batch_wait_ms), "--max-new-tokens", str(args.new_range[1])]
+        servers = [(batching, [*base, "--max-step-tokens", str(args.max_step_tokens), "--generate-batching", batching],
+                    args.client_counts, None) for batching in args.batchings]
+        if args.against is not None:
+            servers.append(against_server(args.against, base, args.client_counts))
         rows = load_servers(checkpoint, servers,
                             warm_up=lambda url: generation_load(url, bodies[:2], 1, 0.0, args.seed),
                             measure_one=lambda url, clients: generation_measure(url, bodies, expected, clients, args),
-                            head=GENERATION_HEAD, align=ALIGN, cells=generation_cells)
-    most = max(args.client_counts)
-    at_most = {r["server"]: r for r in rows if r["clients"] == most}
-    ratio = (at_most["continuous"]["tokens_per_s"] / at_most["micro"]["tokens_per_s"]
-             if {"continuous", "micro"} <= set(at_most) else None)
+                            head=GENERATION_HEAD, align=ALIGN, cells=generation_cells, rounds=args.rounds)
+    ratios = continuous_over(rows, max(args.client_counts))
     result = {"args": {k: v for k, v in vars(args).items() if k not in ("client_counts", "new_range", "batchings")},
               "checkpoint": str(args.checkpoint) if args.checkpoint else "random GPT", "machine": machine_info(),
-              "results": rows, "ratio": ratio, "all_right": all(r["right"] == r["requests"] for r in rows)}
+              "results": rows, "ratio": (ratios.get("micro") or [None])[0], "ratios": ratios,
+              "all_right": all(r["right"] == r["requests"] for r in rows)}
     return report(result, generation_table(result), args.out)
+
+
+def against_server(root: Path, options: list[str], counts: list[int]) -> tuple[str, list[str], list[int], dict]:
+    """The micro-batching /generate of the checkout at `root`: its src first on the path; --generate-batching
+    micro where its `tformer serve` has that option, else none (before continuous batching, /generate was
+    micro-batched and knew neither it nor --max-step-tokens)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root.resolve() / "src"),
+                                                                     os.environ.get("PYTHONPATH")]))}
+    usage = subprocess.run([sys.executable, "-m", "tformer", "serve", "--help"], env=env, capture_output=True,
+                           text=True, check=True).stdout
+    extra = ["--generate-batching", "micro"] if "--generate-batching" in usage else []
+    return f"micro@{root}", [*options, *extra], counts, env
+
+
+def continuous_over(rows: list[dict[str, Any]], clients: int) -> dict[str, list[float]]:
+    """Continuous batching's tokens/s over each other server's at `clients` clients, one ratio a round."""
+    at = {(r["server"], r["round"]): r["tokens_per_s"] for r in rows if r["clients"] == clients}
+    return {name: [at["continuous", k] / at[name, k] for n, k in at if n == name and ("continuous", k) in at]
+            for name in dict.fromkeys(n for n, _ in at) if name != "continuous"}
 
 
 def machine_info() -> dict[str, Any]:
@@ -503,17 +540,18 @@ GENERATION_HEAD = ["server", "clients", "tokens/s", "TTFT p50", "TTFT p99", "ITL
 
 
 def generation_cells(r: dict[str, Any]) -> list[object]:
-    return [r["server"], r["clients"], f"{r['tokens_per_s']:.1f}", f"{r['ttft_p50_ms']:.0f} ms",
+    server = r["server"] if r["round"] == 0 else f"{r['server']} (round {r['round'] + 1})"
+    return [server, r["clients"], f"{r['tokens_per_s']:.1f}", f"{r['ttft_p50_ms']:.0f} ms",
             f"{r['ttft_p99_ms']:.0f} ms", f"{r['itl_p50_ms']:.1f} ms", f"{r['itl_p99_ms']:.1f} ms",
             f"{r['right']}/{r['requests']}"]
 
 
 def generation_table(result: dict[str, Any]) -> str:
     table = markdown_table(GENERATION_HEAD, ALIGN, map(generation_cells, result["results"]))
-    if result["ratio"] is None:
-        return table
     most = max(r["clients"] for r in result["results"])
-    return table + f"\n\ncontinuous / micro-batching, at {most} clients: {result['ratio']:.2f}x tokens/s"
+    lines = [f"continuous / {name}, at {most} clients: {', '.join(f'{x:.2f}x' for x in ratios)} tokens/s"
+             for name, ratios in result["ratios"].items() if ratios]
+    return "\n\n".join([table, *lines])
 
 if __name__ == "__main__":
     sys.exit(0 if main()["all_right"] else 1)

@@ -4,8 +4,10 @@ and without micro-batching, and every request gets its own answer (the same as i
 
 import io
 import json
-from contextlib import redirect_stdout
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
+
+import pytest
 
 from benchmarks import serve_load
 
@@ -42,3 +44,26 @@ def test_serve_load_generate_quick(tmp_path: Path) -> None:
     assert result["all_right"] and result["ratio"] > 0 and result["checkpoint"] == "random GPT"
     assert json.loads(out.read_text())["results"][1]["right"] == 8
     assert "| continuous | 4 |" in printed.getvalue() and "tokens/s" in printed.getvalue()
+
+
+def test_serve_load_generate_against_another_checkout_in_rounds(tmp_path: Path) -> None:
+    """--against DIR: that checkout's micro-batched /generate loaded too (here this very checkout), each
+    server started once a round; every answer right, and continuous's ratio over each other server per round."""
+    root = Path(__file__).resolve().parents[2]
+    with redirect_stdout(io.StringIO()) as printed:
+        result = serve_load.main(["--mode", "generate", "--quick", "--batching", "continuous", "--against",
+                                  str(root), "--rounds", "2"])
+    other = f"micro@{root}"
+    assert [(r["server"], r["round"]) for r in result["results"]] == [
+        ("continuous", 0), (other, 0), ("continuous", 1), (other, 1)]
+    assert result["all_right"] and all(r["right"] == r["requests"] == 8 for r in result["results"])
+    assert list(result["ratios"]) == [other] and len(result["ratios"][other]) == 2
+    assert all(x > 0 for x in result["ratios"][other]) and result["ratio"] is None  # no plain micro server
+    assert f"| {other} (round 2) | 4 |" in printed.getvalue()
+    assert f"continuous / {other}, at 4 clients: " in printed.getvalue()
+
+
+def test_serve_load_against_a_folder_that_is_no_checkout_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as exit_info, redirect_stderr(io.StringIO()) as err:
+        serve_load.main(["--mode", "generate", "--quick", "--against", str(tmp_path)])
+    assert exit_info.value.code == 2 and f"--against {tmp_path}: not a checkout of tformer" in err.getvalue()
