@@ -485,6 +485,12 @@ def main_generate(args: argparse.Namespace) -> dict[str, Any]:
     from tformer import inference
     from tformer.decoding import SampleConfig
 
+    base = ["--device", args.device, "--max-batch", str(args.max_batch), "--batch-wait-ms",
+            str(args.batch_wait_ms), "--max-new-tokens", str(args.new_range[1])]
+    servers = [(batching, [*base, "--max-step-tokens", str(args.max_step_tokens), "--generate-batching", batching],
+                args.client_counts, None) for batching in args.batchings]
+    if args.against is not None:
+        servers.append(against_server(args.against, base, args.client_counts))
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = args.checkpoint or random_gpt(Path(tmp), args.quick)
         bodies = generation_bodies(args)
@@ -494,12 +500,6 @@ def main_generate(args: argparse.Namespace) -> dict[str, Any]:
                                               SampleConfig(temperature=0.0), max_new_tokens=b["max_new_tokens"])
                     for b in bodies]
         del loaded
-        base = ["--device", args.device, "--max-batch", str(args.max_batch), "--batch-wait-ms",
-                str(args.batch_wait_ms), "--max-new-tokens", str(args.new_range[1])]
-        servers = [(batching, [*base, "--max-step-tokens", str(args.max_step_tokens), "--generate-batching", batching],
-                    args.client_counts, None) for batching in args.batchings]
-        if args.against is not None:
-            servers.append(against_server(args.against, base, args.client_counts))
         rows = load_servers(checkpoint, servers,
                             warm_up=lambda url: generation_load(url, bodies[:2], 1, 0.0, args.seed),
                             measure_one=lambda url, clients: generation_measure(url, bodies, expected, clients, args),
@@ -519,8 +519,12 @@ def against_server(root: Path, options: list[str], counts: list[int]) -> tuple[s
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root.resolve() / "src"),
                                                                      os.environ.get("PYTHONPATH")]))}
     usage = subprocess.run([sys.executable, "-m", "tformer", "serve", "--help"], env=env, capture_output=True,
-                           text=True, check=True).stdout
-    extra = ["--generate-batching", "micro"] if "--generate-batching" in usage else []
+                           text=True)
+    if usage.returncode != 0:
+        last = (usage.stderr.strip().splitlines() or ["no output"])[-1]
+        print(f"serve_load: --against {root}: its `tformer serve --help` failed: {last}", file=sys.stderr)
+        sys.exit(2)
+    extra = ["--generate-batching", "micro"] if "--generate-batching" in usage.stdout else []
     return f"micro@{root}", [*options, *extra], counts, env
 
 

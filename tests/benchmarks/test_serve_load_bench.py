@@ -67,3 +67,15 @@ def test_serve_load_against_a_folder_that_is_no_checkout_is_refused(tmp_path: Pa
     with pytest.raises(SystemExit) as exit_info, redirect_stderr(io.StringIO()) as err:
         serve_load.main(["--mode", "generate", "--quick", "--against", str(tmp_path)])
     assert exit_info.value.code == 2 and f"--against {tmp_path}: not a checkout of tformer" in err.getvalue()
+
+
+def test_serve_load_against_a_checkout_whose_server_does_not_start_is_refused(tmp_path: Path) -> None:
+    """A checkout whose `tformer serve --help` fails: one line naming it, exit code 2, before any reference."""
+    (tmp_path / "src" / "tformer").mkdir(parents=True)
+    (tmp_path / "src" / "tformer" / "__init__.py").write_text("")
+    (tmp_path / "src" / "tformer" / "__main__.py").write_text("raise SystemExit('this tformer is broken')\n")
+    with pytest.raises(SystemExit) as exit_info, redirect_stderr(io.StringIO()) as err:
+        serve_load.main(["--mode", "generate", "--quick", "--against", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert err.getvalue() == (f"serve_load: --against {tmp_path}: its `tformer serve --help` failed: "
+                              "this tformer is broken\n")
