@@ -43,7 +43,8 @@ first token (send to the first `token` event) and inter-token latency (between a
 events) at p50 and p99, and how many answers were right: status 200, the `done` text equal to the same
 request decoded alone by the library in this process (`inference.continue_prompt`, greedy), and the streamed
 pieces the start of it (all of it, but for an unfinished character the stream holds back at the end). The
-ratio is continuous over micro tokens/s at the largest C. Both servers get two warm-up requests first.
+ratio is continuous over micro tokens/s at the largest C (`ratios`: over each other server, one a round;
+`ratio`: over micro, the first round's). Both servers get two warm-up requests first.
 
 `--against DIR` loads one more server, `micro@DIR`: the micro-batched /generate of another checkout of tformer
 (DIR its root, as `git worktree add DIR COMMIT` makes one; the server runs with DIR/src first on its
@@ -343,9 +344,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         expected = [alone[i * k:(i + 1) * k] for i in range(args.requests)]
         common = ["--device", args.device, "--max-batch"]
         servers = [("micro-batching", [*common, str(args.max_batch), "--batch-wait-ms", str(args.batch_wait_ms)],
-                    args.client_counts),
-                   ("one at a time", [*common, str(k), "--batch-wait-ms", "0"], [max(args.client_counts)])]
-        servers = [(*server, None) for server in servers]
+                    args.client_counts, None),
+                   ("one at a time", [*common, str(k), "--batch-wait-ms", "0"], [max(args.client_counts)], None)]
         rows = load_servers(checkpoint, servers, warm_up=lambda url: load(url, bodies[:2], 1),
                             measure_one=lambda url, clients: measure(url, bodies, expected, clients, k),
                             head=TRANSLATION_HEAD, align=ALIGN, cells=translation_cells)
@@ -531,8 +531,9 @@ def against_server(root: Path, options: list[str], counts: list[int]) -> tuple[s
 def continuous_over(rows: list[dict[str, Any]], clients: int) -> dict[str, list[float]]:
     """Continuous batching's tokens/s over each other server's at `clients` clients, one ratio a round."""
     at = {(r["server"], r["round"]): r["tokens_per_s"] for r in rows if r["clients"] == clients}
+    others = dict.fromkeys(name for name, _ in at if name != "continuous")  # in the order they ran
     return {name: [at["continuous", k] / at[name, k] for n, k in at if n == name and ("continuous", k) in at]
-            for name in dict.fromkeys(n for n, _ in at) if name != "continuous"}
+            for name in others}
 
 
 def machine_info() -> dict[str, Any]:
