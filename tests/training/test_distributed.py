@@ -74,3 +74,18 @@ def test_a_checkpoint_saved_by_n_ranks_resumes_on_m(single, tmp_path, strategy, 
     train(recipe, out, ranks=first, accum=2 // first, steps=STEPS // 2, extra=extra)
     train(recipe, out, ranks=then, accum=2 // then, extra=extra, resume=True)
     assert max_difference(one, out) <= 1e-5
+
+
+def test_the_ranks_meet_before_the_process_group_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    """teardown waits for every rank (a barrier) before it destroys the group, and a single process does
+    neither."""
+    from tformer.training import distributed
+
+    calls = []
+    monkeypatch.setattr(distributed.dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(distributed.dist, "barrier", lambda: calls.append("barrier"))
+    monkeypatch.setattr(distributed.dist, "destroy_process_group", lambda: calls.append("destroy"))
+    distributed.teardown(distributed.World(0, 1))
+    assert calls == []
+    distributed.teardown(distributed.World(1, 2))
+    assert calls == ["barrier", "destroy"]
